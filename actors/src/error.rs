@@ -1,0 +1,38 @@
+//! The actors crate's error type.
+
+/// Result alias for the actors crate.
+pub type Result<T, E = ActorError> = std::result::Result<T, E>;
+
+/// Everything a request through [`crate::Kura`] can fail with. The HTTP edge maps these with an
+/// exhaustive match: caller mistakes to 4xx, `Overloaded`/`RegionUnavailable` to 503.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ActorError {
+    /// No table of that name.
+    #[error("table not found: {0}")]
+    TableNotFound(String),
+    /// `create_table` on a name that exists.
+    #[error("table already exists: {0}")]
+    TableExists(String),
+    /// A request named a family the table does not have.
+    #[error("no such column family: {family} in table {table}")]
+    NoSuchFamily { table: String, family: String },
+    /// The request can never succeed as written (bad name, bad argument, over a limit).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// An increment found a value that is not an 8-byte counter (or overflowed).
+    #[error("{0}")]
+    NotACounter(String),
+    /// The region's mailbox is full: retry later.
+    #[error("region {region} is overloaded; retry later")]
+    Overloaded { region: u64 },
+    /// The region's store failed (poisoned by an fsync error, corrupt file) or is closed.
+    #[error("region {region} is unavailable: {reason}")]
+    RegionUnavailable { region: u64, reason: String },
+    /// The server is shutting down.
+    #[error("server is shutting down")]
+    ShuttingDown,
+    /// A broken invariant (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+}

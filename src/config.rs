@@ -1,0 +1,1 @@
+//! Configuration (to be written).

@@ -1,0 +1,1 @@
+//! Errors of the HTTP edge (to be written).

@@ -1,0 +1,37 @@
+//! Kura's HTTP server: the HBase REST-compatible API, the built-in applications and the
+//! operations endpoints, all over the [`kura_actors::Kura`] handle.
+//!
+//! # Layout
+//! - [`config`]: command-line and environment configuration (clap).
+//! - [`state`]: [`state::AppState`], what every handler receives.
+//! - [`error`]: [`error::ApiError`], the one error type of the HTTP edge.
+//! - [`rest`]: the HBase REST ("Stargate") surface: rowspecs, cell sets, scanners, schemas, filters.
+//! - [`apps`]: the four applications under `/apps/`.
+//! - [`ops`]: `/healthz`, `/metrics`, `/admin/`, the web console under `/ui/`.
+//!
+//! # Layering rule
+//! Handlers hold no data: every read and write goes through [`kura_actors::Kura`].
+
+pub mod apps;
+pub mod config;
+pub mod error;
+pub mod ops;
+pub mod rest;
+pub mod state;
+
+use actix_web::web;
+
+/// First path segments that no table may take.
+pub const RESERVED_NAMES: &[&str] =
+    &["version", "status", "namespaces", "apps", "admin", "metrics", "healthz", "ui"];
+
+/// Registers every route. The server and the tests build the same `App` with this:
+/// `App::new().app_data(state).configure(kura::configure)`.
+///
+/// Order matters: fixed prefixes (`/healthz`, `/metrics`, `/admin`, `/ui`, `/apps`) are
+/// registered before the REST API's catch-all `/{table}/...` routes.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    ops::configure(cfg);
+    apps::configure(cfg);
+    rest::configure(cfg);
+}
