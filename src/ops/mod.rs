@@ -1,6 +1,54 @@
-//! (to be written)
+//! Operating Kura: liveness, metrics, admin operations and the web console.
+//!
+//! # Layout
+//! - `GET /healthz`: liveness, `200 ok` as plain text. Touches nothing: it is the load
+//!   generator's HTTP ceiling baseline.
+//! - [`metrics`]: `GET /metrics` in the Prometheus text format 0.0.4, and
+//!   [`metrics::MetricsMiddleware`], which the server wraps its App with to count and time
+//!   every request by endpoint kind and operation.
+//! - [`admin`]: JSON operations under `/admin/` (documented in `docs/ADMIN.md`):
+//!   - `GET  /admin/tables`: every table with its families, salting and region count;
+//!   - `GET  /admin/tables/{t}`: one table, with its regions;
+//!   - `GET  /admin/tables/{t}/regions`: region stats (bucket range, cells, bytes, log size,
+//!     reads, writes, flushes, compactions, fsyncs, group-commit batch size);
+//!   - `POST /admin/tables/{t}/flush`: flush every region's memtable to a segment;
+//!   - `POST /admin/tables/{t}/compact?major=true|false`: compact every region (major drops
+//!     masked, expired and excess versions);
+//!   - `POST /admin/tables/{t}/regions/{id}/split[?bucket=N]`: split a region at bucket `N`
+//!     (the first bucket of the upper half), or where the store chooses;
+//!   - `GET  /admin/tables/{t}/heatmap`: reads and writes per salt bucket per 5 s interval over
+//!     the last 10 minutes (a time × bucket matrix).
+//!
+//!   Errors are `{"error":{"code","message"}}`: 404 unknown table or region, 400 bad input,
+//!   503 when the store cannot serve now.
+//! - [`heatmap`]: the per-bucket activity sampler behind the heatmap.
+//! - [`console`]: the web console's static files, embedded in the binary, at `/ui/`
+//!   (`/ui` redirects there).
+//!
+//! # Invariants
+//! 1. Routes here are registered before the REST API's catch-all table routes, so the reserved
+//!    first segments `healthz`, `metrics`, `admin` and `ui` never reach it.
+//! 2. Nothing here holds table data; the only state is counters and the heatmap ring buffer,
+//!    both bounded in size whatever the traffic.
 
-use actix_web::web;
+pub mod admin;
+pub mod console;
+pub mod heatmap;
+pub mod metrics;
+
+use actix_web::{web, HttpResponse};
+
+/// `GET /healthz`: as cheap as a handler can be.
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body("ok")
+}
 
 /// Registers this module's routes.
-pub fn configure(_cfg: &mut web::ServiceConfig) {}
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/metrics", web::get().to(metrics::metrics));
+    admin::configure(cfg);
+    console::configure(cfg);
+}

@@ -1,0 +1,422 @@
+//! `/admin/`: JSON operations on tables and regions (see `docs/ADMIN.md`).
+//!
+//! # Invariants
+//! 1. Every answer is JSON; every error is `{"error":{"code","message"}}` with 404 for an unknown
+//!    table or region, 400 for bad input, 503 when the store cannot serve now, 500 for a bug.
+//! 2. A region is checked to belong to the table before it is split, so a split never touches
+//!    another table's region whatever id the caller sends.
+//! 3. Handlers hold no data: every figure comes from [`kura_actors::Kura`] at request time.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpResponse, ResponseError};
+use kura_actors::{ActorError, RegionInfo, TableDescriptor};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::heatmap;
+use super::metrics::{count_admin, ADMIN};
+use crate::state::AppState;
+
+/// An admin request that failed, rendered as `{"error":{"code","message"}}`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct AdminError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl AdminError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        AdminError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    fn table_not_found(table: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "table_not_found",
+            format!("table not found: {table}"),
+        )
+    }
+}
+
+impl From<ActorError> for AdminError {
+    fn from(e: ActorError) -> Self {
+        let message = e.to_string();
+        // ActorError is #[non_exhaustive]: a variant added later is a server-side failure
+        // until it is mapped here.
+        let (status, code) = match e {
+            ActorError::TableNotFound(_) => (StatusCode::NOT_FOUND, "table_not_found"),
+            ActorError::NoSuchFamily { .. } => (StatusCode::NOT_FOUND, "family_not_found"),
+            ActorError::TableExists(_) => (StatusCode::CONFLICT, "table_exists"),
+            ActorError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            ActorError::NotACounter(_) => (StatusCode::BAD_REQUEST, "not_a_counter"),
+            ActorError::Overloaded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+            ActorError::RegionUnavailable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "region_unavailable")
+            }
+            ActorError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            ActorError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        AdminError::new(status, code, message)
+    }
+}
+
+impl ResponseError for AdminError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status)
+            .json(json!({"error": {"code": self.code, "message": self.message}}))
+    }
+}
+
+type Result<T> = std::result::Result<T, AdminError>;
+
+/// A family as the console shows it.
+#[derive(Debug, Serialize)]
+pub struct FamilyView {
+    pub name: String,
+    pub max_versions: u32,
+    pub ttl_secs: Option<u64>,
+    pub attributes: std::collections::BTreeMap<String, String>,
+}
+
+/// A table as the console shows it.
+#[derive(Debug, Serialize)]
+pub struct TableView {
+    pub name: String,
+    pub families: Vec<FamilyView>,
+    pub buckets: u32,
+    pub salt_prefix_len: Option<u32>,
+    pub initial_regions: Option<u32>,
+    pub attributes: std::collections::BTreeMap<String, String>,
+    pub regions: usize,
+}
+
+/// Figures of one region.
+#[derive(Debug, Serialize)]
+pub struct RegionView {
+    pub id: u64,
+    pub bucket_start: u32,
+    pub bucket_end: u32,
+    pub arbiter: usize,
+    /// Memtable plus segment cells (all versions and delete markers).
+    pub cells: u64,
+    /// Memtable plus segment bytes.
+    pub bytes: u64,
+    pub memtable_bytes: u64,
+    pub memtable_cells: u64,
+    pub segments: u64,
+    pub segment_bytes: u64,
+    pub segment_cells: u64,
+    pub log_bytes: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+    pub fsyncs: u64,
+    pub synced_writes: u64,
+    /// Mean group-commit batch size since the region opened.
+    pub group_commit_avg: f64,
+    pub poisoned: bool,
+}
+
+impl From<&RegionInfo> for RegionView {
+    fn from(r: &RegionInfo) -> Self {
+        let s = &r.stats;
+        RegionView {
+            id: r.id,
+            bucket_start: r.bucket_start,
+            bucket_end: r.bucket_end,
+            arbiter: r.arbiter,
+            cells: s.memtable_cells + s.segment_cells,
+            bytes: s.memtable_bytes + s.segment_bytes,
+            memtable_bytes: s.memtable_bytes,
+            memtable_cells: s.memtable_cells,
+            segments: s.segments,
+            segment_bytes: s.segment_bytes,
+            segment_cells: s.segment_cells,
+            log_bytes: s.log_bytes,
+            reads: s.reads,
+            writes: s.writes,
+            flushes: s.flushes,
+            compactions: s.compactions,
+            fsyncs: s.fsyncs,
+            synced_writes: s.synced_writes,
+            group_commit_avg: if s.fsyncs == 0 {
+                0.0
+            } else {
+                s.synced_writes as f64 / s.fsyncs as f64
+            },
+            poisoned: s.poisoned,
+        }
+    }
+}
+
+fn table_view(d: &TableDescriptor, regions: usize) -> TableView {
+    TableView {
+        name: d.name.clone(),
+        families: d
+            .families
+            .iter()
+            .map(|f| {
+                let name = String::from_utf8_lossy(&f.name).into_owned();
+                FamilyView {
+                    attributes: d.family_attributes.get(&name).cloned().unwrap_or_default(),
+                    name,
+                    max_versions: f.max_versions,
+                    ttl_secs: f.ttl_secs,
+                }
+            })
+            .collect(),
+        buckets: d.salt.buckets,
+        salt_prefix_len: d.salt.prefix_len,
+        initial_regions: d.initial_regions,
+        attributes: d.attributes.clone(),
+        regions,
+    }
+}
+
+fn descriptor(state: &AppState, table: &str) -> Result<TableDescriptor> {
+    state
+        .kura
+        .table(table)
+        .ok_or_else(|| AdminError::table_not_found(table))
+}
+
+async fn regions_of(state: &AppState, table: &str) -> Result<Vec<RegionInfo>> {
+    let mut regions = state.kura.regions(table).await?;
+    regions.sort_by_key(|r| r.bucket_start);
+    Ok(regions)
+}
+
+/// `GET /admin/tables`.
+pub async fn list_tables(state: web::Data<AppState>) -> Result<HttpResponse> {
+    heatmap::sampler(&state.kura);
+    let mut tables = Vec::new();
+    for d in state.kura.list_tables() {
+        // A table dropped while we list is left out rather than failing the whole answer.
+        match state.kura.regions(&d.name).await {
+            Ok(r) => tables.push(table_view(&d, r.len())),
+            Err(ActorError::TableNotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(HttpResponse::Ok().json(json!({ "tables": tables })))
+}
+
+/// `GET /admin/tables/{t}`.
+pub async fn get_table(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse> {
+    let table = path.into_inner();
+    let d = descriptor(&state, &table)?;
+    let regions = regions_of(&state, &table).await?;
+    let mut view = serde_json::to_value(table_view(&d, regions.len())).map_err(|e| {
+        AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    })?;
+    view["region_list"] = json!(regions.iter().map(RegionView::from).collect::<Vec<_>>());
+    Ok(HttpResponse::Ok().json(view))
+}
+
+/// `GET /admin/tables/{t}/regions`.
+pub async fn regions(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
+    heatmap::sampler(&state.kura);
+    let table = path.into_inner();
+    let d = descriptor(&state, &table)?;
+    let regions = regions_of(&state, &table).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "table": table,
+        "buckets": d.salt.buckets,
+        "regions": regions.iter().map(RegionView::from).collect::<Vec<_>>(),
+    })))
+}
+
+/// `POST /admin/tables/{t}/flush`.
+pub async fn flush(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
+    let table = path.into_inner();
+    descriptor(&state, &table)?;
+    let r = state.kura.flush(&table).await;
+    count_admin(&ADMIN.flush, r.is_ok());
+    r?;
+    let regions = regions_of(&state, &table).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "table": table,
+        "flushed": true,
+        "regions": regions.iter().map(RegionView::from).collect::<Vec<_>>(),
+    })))
+}
+
+/// Query of `POST /admin/tables/{t}/compact`.
+#[derive(Debug, Deserialize)]
+pub struct CompactQuery {
+    /// `true` for a major compaction; default `false` (minor).
+    pub major: Option<String>,
+}
+
+fn parse_bool(name: &str, v: Option<&str>) -> Result<bool> {
+    match v {
+        None | Some("") => Ok(false),
+        Some("true") | Some("1") => Ok(true),
+        Some("false") | Some("0") => Ok(false),
+        Some(other) => Err(AdminError::bad_request(format!(
+            "{name} must be true or false, not {other:?}"
+        ))),
+    }
+}
+
+/// `POST /admin/tables/{t}/compact?major=true|false`.
+pub async fn compact(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<CompactQuery>,
+) -> Result<HttpResponse> {
+    let table = path.into_inner();
+    let major = parse_bool("major", query.major.as_deref())?;
+    descriptor(&state, &table)?;
+    let r = state.kura.compact(&table, major).await;
+    count_admin(
+        if major {
+            &ADMIN.compact_major
+        } else {
+            &ADMIN.compact_minor
+        },
+        r.is_ok(),
+    );
+    r?;
+    let regions = regions_of(&state, &table).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "table": table,
+        "compacted": true,
+        "major": major,
+        "regions": regions.iter().map(RegionView::from).collect::<Vec<_>>(),
+    })))
+}
+
+/// Query of `POST /admin/tables/{t}/regions/{id}/split`.
+#[derive(Debug, Deserialize)]
+pub struct SplitQuery {
+    /// First bucket of the new upper region; default: the store picks (by size).
+    pub bucket: Option<String>,
+}
+
+/// `POST /admin/tables/{t}/regions/{id}/split[?bucket=N]`.
+pub async fn split(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<SplitQuery>,
+) -> Result<HttpResponse> {
+    let (table, region) = path.into_inner();
+    let region: u64 = region.parse().map_err(|_| {
+        AdminError::bad_request(format!("region id must be a number, not {region:?}"))
+    })?;
+    let bucket = match query.bucket.as_deref() {
+        None | Some("") => None,
+        Some(b) => Some(b.parse::<u32>().map_err(|_| {
+            AdminError::bad_request(format!("bucket must be a non-negative number, not {b:?}"))
+        })?),
+    };
+    descriptor(&state, &table)?;
+    let regions = regions_of(&state, &table).await?;
+    let Some(info) = regions.iter().find(|r| r.id == region) else {
+        return Err(AdminError::new(
+            StatusCode::NOT_FOUND,
+            "region_not_found",
+            format!("table {table} has no region {region}"),
+        ));
+    };
+    if info.bucket_end - info.bucket_start < 2 {
+        return Err(AdminError::bad_request(format!(
+            "region {region} owns a single bucket ({}) and cannot be split",
+            info.bucket_start
+        )));
+    }
+    if let Some(b) = bucket {
+        if b <= info.bucket_start || b >= info.bucket_end {
+            return Err(AdminError::bad_request(format!(
+                "bucket {b} is not inside region {region}'s range: it must be in ({}, {})",
+                info.bucket_start, info.bucket_end
+            )));
+        }
+    }
+    let r = state.kura.split_region(&table, region, bucket).await;
+    count_admin(&ADMIN.split, r.is_ok());
+    let (low, high) = r?;
+    let regions = regions_of(&state, &table).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "table": table,
+        "split": region,
+        "into": [low, high],
+        "regions": regions.iter().map(RegionView::from).collect::<Vec<_>>(),
+    })))
+}
+
+/// `GET /admin/tables/{t}/heatmap`.
+pub async fn heatmap(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
+    let table = path.into_inner();
+    descriptor(&state, &table)?;
+    let sampler = heatmap::sampler(&state.kura);
+    let matrix = sampler
+        .matrix(&state.kura, &table)
+        .ok_or_else(|| AdminError::table_not_found(&table))?;
+    let regions = regions_of(&state, &table).await?;
+    let mut v = serde_json::to_value(matrix).map_err(|e| {
+        AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    })?;
+    v["regions"] = json!(regions
+        .iter()
+        .map(|r| json!({"id": r.id, "bucket_start": r.bucket_start, "bucket_end": r.bucket_end}))
+        .collect::<Vec<_>>());
+    Ok(HttpResponse::Ok().json(v))
+}
+
+/// Any other path under `/admin/`: a JSON 404 that lists what exists.
+pub async fn not_found() -> HttpResponse {
+    AdminError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such admin endpoint; see docs/ADMIN.md: GET /admin/tables, GET /admin/tables/{t}, \
+         GET /admin/tables/{t}/regions, GET /admin/tables/{t}/heatmap, \
+         POST /admin/tables/{t}/flush, POST /admin/tables/{t}/compact?major=, \
+         POST /admin/tables/{t}/regions/{id}/split?bucket=",
+    )
+    .error_response()
+}
+
+/// Registers the `/admin` scope.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    // Bad query strings (e.g. `?major=` given twice with a non-string) answer the JSON shape too.
+    let query_cfg = web::QueryConfig::default()
+        .error_handler(|e, _| AdminError::bad_request(e.to_string()).into());
+    let path_cfg = web::PathConfig::default()
+        .error_handler(|e, _| AdminError::bad_request(e.to_string()).into());
+    cfg.service(
+        web::scope("/admin")
+            .app_data(query_cfg)
+            .app_data(path_cfg)
+            .route("/tables", web::get().to(list_tables))
+            .route("/tables/{table}", web::get().to(get_table))
+            .route("/tables/{table}/regions", web::get().to(regions))
+            .route("/tables/{table}/heatmap", web::get().to(heatmap))
+            .route("/tables/{table}/flush", web::post().to(flush))
+            .route("/tables/{table}/compact", web::post().to(compact))
+            .route(
+                "/tables/{table}/regions/{region}/split",
+                web::post().to(split),
+            )
+            .default_service(web::to(not_found)),
+    );
+}
