@@ -2,11 +2,21 @@
 //!
 //! (API contract: signatures fixed; the implementation fills the bodies.)
 
-use crate::catalog::TableDescriptor;
-use crate::error::Result;
+use crate::catalog::{Catalog, TableDescriptor};
+use crate::error::{ActorError, Result};
+use crate::messages::{self, OpResult, Reject};
+use crate::region::RegionSettings;
+use crate::router::{self, Layout, RouterActor};
+use crate::routing::{RegionRoute, RoutingTable, TableRoute};
+use crate::salt::bucket_of;
+use crate::scan_merge::MergedScan;
+use actix::{Addr, Arbiter};
 use kura_storage::model::*;
 use kura_storage::{Durability, RecoveryMode, RegionStats};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How to start the topology.
 #[derive(Clone, Debug)]
@@ -77,5 +87,540 @@ pub struct RegionInfo {
 /// The handle. Cheap to clone; every method is safe to call concurrently.
 #[derive(Clone)]
 pub struct Kura {
-    _private: (),
+    inner: Arc<Inner>,
+}
+
+/// Items bound for one region: the region, their positions in the request, `(bucket, item)`.
+type Group<T> = (RegionRoute, Vec<usize>, Vec<(u32, T)>);
+
+struct Inner {
+    config: KuraConfig,
+    routes: Arc<RoutingTable>,
+    router: Addr<RouterActor>,
+    closing: AtomicBool,
+}
+
+/// How long a request keeps re-routing after a region disowned its bucket (a split publishes
+/// the new layout within milliseconds; this only bounds a bug).
+const REROUTE_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Retry state of one request that met a stale route.
+struct Reroute {
+    since: Option<Instant>,
+}
+
+impl Reroute {
+    fn new() -> Self {
+        Reroute { since: None }
+    }
+
+    /// Wait before re-reading the routing table (the router is about to publish).
+    async fn wait(&mut self, table: &str) -> Result<()> {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if since.elapsed() > REROUTE_PATIENCE {
+            return Err(ActorError::Internal(format!(
+                "table {table}: a region disowned a bucket but no new layout was published"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        Ok(())
+    }
+}
+
+fn router_gone(e: actix::MailboxError) -> ActorError {
+    match e {
+        actix::MailboxError::Closed => ActorError::ShuttingDown,
+        actix::MailboxError::Timeout => ActorError::Internal("router did not answer".into()),
+    }
+}
+
+impl Kura {
+    /// Open the catalog, remove orphan region directories, start the arbiters, the router and
+    /// every region. Must run inside an actix System.
+    pub async fn start(config: KuraConfig) -> Result<Kura> {
+        let dir = config.data_dir.clone();
+        std::fs::create_dir_all(dir.join(crate::catalog::REGIONS_DIR)).map_err(|e| {
+            ActorError::Internal(format!("creating data directory {}: {e}", dir.display()))
+        })?;
+        let catalog = Catalog::load(&dir)?;
+        router::remove_orphans(&dir, &catalog)?;
+        let threads = match config.arbiters {
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            n => n,
+        };
+        let arbiters: Vec<Arbiter> = (0..threads).map(|_| Arbiter::new()).collect();
+        let routes = Arc::new(RoutingTable::default());
+        let settings = RegionSettings {
+            durability: config.durability,
+            recovery: config.recovery,
+            memtable_budget: config.memtable_budget,
+            split_threshold: config.split_threshold,
+            mailbox_capacity: config.mailbox_capacity,
+        };
+        let layout = Layout::new(
+            dir,
+            catalog,
+            Arc::clone(&routes),
+            arbiters,
+            settings,
+            config.default_regions,
+        );
+        let router = RouterActor::start_with(layout)?;
+        Ok(Kura {
+            inner: Arc::new(Inner {
+                config,
+                routes,
+                router,
+                closing: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Close every region (commit waiting writes, flush, sync) and stop the arbiters. Later
+    /// requests answer `ShuttingDown`. Idempotent.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner
+            .router
+            .send(router::CloseAll)
+            .await
+            .map_err(router_gone)?
+    }
+
+    /// The configuration the topology was started with.
+    pub fn config(&self) -> &KuraConfig {
+        &self.inner.config
+    }
+
+    /// Every table, sorted by name.
+    pub fn list_tables(&self) -> Vec<TableDescriptor> {
+        let mut tables: Vec<TableDescriptor> = self
+            .inner
+            .routes
+            .tables
+            .iter()
+            .map(|e| e.value().desc.clone())
+            .collect();
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        tables
+    }
+
+    /// One table's descriptor.
+    pub fn table(&self, name: &str) -> Option<TableDescriptor> {
+        self.inner.routes.get(name).map(|r| r.desc.clone())
+    }
+
+    /// Create a table (`TableExists` if present, `InvalidArgument` for a bad name or schema).
+    pub async fn create_table(&self, desc: TableDescriptor) -> Result<()> {
+        self.check_open()?;
+        self.inner
+            .router
+            .send(router::CreateTable { desc })
+            .await
+            .map_err(router_gone)?
+    }
+
+    /// Change a table's families and attributes; returns the resulting descriptor.
+    pub async fn alter_table(
+        &self,
+        desc: TableDescriptor,
+        mode: AlterMode,
+    ) -> Result<TableDescriptor> {
+        self.check_open()?;
+        self.inner
+            .router
+            .send(router::AlterTable { desc, mode })
+            .await
+            .map_err(router_gone)?
+    }
+
+    /// Drop a table and delete its data.
+    pub async fn drop_table(&self, name: &str) -> Result<()> {
+        self.check_open()?;
+        let name = name.to_string();
+        self.inner
+            .router
+            .send(router::DropTable { name })
+            .await
+            .map_err(router_gone)?
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closing.load(Ordering::Relaxed) {
+            Err(ActorError::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn route(&self, table: &str) -> Result<Arc<TableRoute>> {
+        self.check_open()?;
+        self.inner
+            .routes
+            .get(table)
+            .ok_or_else(|| ActorError::TableNotFound(table.to_string()))
+    }
+
+    fn owner(route: &TableRoute, bucket: u32) -> Result<RegionRoute> {
+        route.region_for(bucket).cloned().ok_or_else(|| {
+            ActorError::Internal(format!(
+                "no region owns bucket {bucket} of {}",
+                route.desc.name
+            ))
+        })
+    }
+
+    /// Send a single-row request to the region owning `row`, re-routing after splits.
+    async fn point<T, M>(
+        &self,
+        table: &str,
+        row: &[u8],
+        write: bool,
+        make: impl Fn(u32, messages::Reply<T>) -> M,
+    ) -> Result<T>
+    where
+        M: actix::Message<Result = ()> + Send + 'static,
+        crate::region::RegionActor: actix::Handler<M>,
+    {
+        let mut reroute = Reroute::new();
+        loop {
+            let route = self.route(table)?;
+            let bucket = bucket_of(row, &route.desc.salt);
+            let region = Self::owner(&route, bucket)?;
+            if write {
+                route.count_write(bucket);
+            } else {
+                route.count_read(bucket);
+            }
+            match region.handle.call(|reply| make(bucket, reply)).await {
+                Ok(v) => return Ok(v),
+                Err(Reject::Failed(e)) => return Err(e),
+                Err(Reject::NotOwner) => reroute.wait(table).await?,
+            }
+        }
+    }
+
+    /// Read one row (`Ok(None)` if absent).
+    pub async fn get(&self, table: &str, row: &[u8], read: &ReadSpec) -> Result<Option<Row>> {
+        self.get_filtered(table, row, read, None).await
+    }
+
+    /// Read one row through a filter.
+    pub async fn get_filtered(
+        &self,
+        table: &str,
+        row: &[u8],
+        read: &ReadSpec,
+        filter: Option<Arc<dyn RowFilter>>,
+    ) -> Result<Option<Row>> {
+        self.point(table, row, false, |bucket, reply| messages::Get {
+            bucket,
+            row: row.to_vec(),
+            read: read.clone(),
+            filter: filter.clone(),
+            reply,
+        })
+        .await
+    }
+
+    /// Read several rows; answers in request order. One message per region involved.
+    pub async fn multi_get(
+        &self,
+        table: &str,
+        rows: Vec<Vec<u8>>,
+        read: &ReadSpec,
+    ) -> Result<Vec<Option<Row>>> {
+        let route = self.route(table)?;
+        // Group the rows by region, remembering their positions.
+        let mut groups: Vec<Group<Vec<u8>>> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let bucket = bucket_of(row, &route.desc.salt);
+            route.count_read(bucket);
+            let region = Self::owner(&route, bucket)?;
+            match groups.iter_mut().find(|g| g.0.id() == region.id()) {
+                Some(g) => {
+                    g.1.push(i);
+                    g.2.push((bucket, row.clone()));
+                }
+                None => groups.push((region, vec![i], vec![(bucket, row.clone())])),
+            }
+        }
+        let calls = groups.into_iter().map(|(region, positions, items)| {
+            let read = read.clone();
+            async move {
+                let keys: Vec<Vec<u8>> = items.iter().map(|(_, k)| k.clone()).collect();
+                let answer = region
+                    .handle
+                    .call(|reply| messages::MultiGet {
+                        rows: items,
+                        read: read.clone(),
+                        reply,
+                    })
+                    .await;
+                let found = match answer {
+                    Ok(found) => found,
+                    Err(Reject::Failed(e)) => return Err(e),
+                    // A split moved some of these rows: fetch them one by one, re-routed.
+                    Err(Reject::NotOwner) => {
+                        let mut found = Vec::with_capacity(keys.len());
+                        for k in &keys {
+                            found.push(self.get(table, k, &read).await?);
+                        }
+                        found
+                    }
+                };
+                Ok::<_, ActorError>((positions, found))
+            }
+        });
+        let mut out: Vec<Option<Row>> = vec![None; rows.len()];
+        for res in futures::future::join_all(calls).await {
+            let (positions, found) = res?;
+            for (pos, row) in positions.into_iter().zip(found) {
+                out[pos] = row;
+            }
+        }
+        Ok(out)
+    }
+
+    /// A merged scan page: global row order, exact limit; resume with
+    /// `req.spec = req.spec.resume_after(&last_row.key)`.
+    pub async fn scan(&self, table: &str, req: ScanRequest) -> Result<ScanPage> {
+        let route = self.route(table)?;
+        let reroute = || self.route(table);
+        MergedScan {
+            table,
+            route,
+            spec: req.spec,
+            limit: req.limit,
+            page: req.page,
+            reroute: &reroute,
+        }
+        .run()
+        .await
+    }
+
+    /// Apply writes, routed by row; each is atomic for its row, not across rows. Returns the
+    /// outcomes in request order, or the first error.
+    async fn write_ops(&self, table: &str, ops: Vec<WriteOp>) -> Result<Vec<WriteOutcome>> {
+        let n = ops.len();
+        let mut results: Vec<Option<WriteOutcome>> = vec![None; n];
+        let mut todo: Vec<(usize, WriteOp)> = ops.into_iter().enumerate().collect();
+        let mut reroute = Reroute::new();
+        while !todo.is_empty() {
+            let route = self.route(table)?;
+            let mut groups: Vec<Group<WriteOp>> = Vec::new();
+            for (i, op) in todo.drain(..) {
+                let bucket = bucket_of(op.row(), &route.desc.salt);
+                route.count_write(bucket);
+                let region = Self::owner(&route, bucket)?;
+                match groups.iter_mut().find(|g| g.0.id() == region.id()) {
+                    Some(g) => {
+                        g.1.push(i);
+                        g.2.push((bucket, op));
+                    }
+                    None => groups.push((region, vec![i], vec![(bucket, op)])),
+                }
+            }
+            let calls = groups
+                .into_iter()
+                .map(|(region, positions, ops)| async move {
+                    let answer = region
+                        .handle
+                        .call(|reply| messages::Write { ops, reply })
+                        .await;
+                    (positions, answer)
+                });
+            let mut first_err = None;
+            for (positions, answer) in futures::future::join_all(calls).await {
+                match answer {
+                    Ok(outcomes) => {
+                        for (pos, outcome) in positions.into_iter().zip(outcomes) {
+                            match outcome {
+                                OpResult::Done(Ok(o)) => results[pos] = Some(o),
+                                OpResult::Done(Err(e)) => {
+                                    first_err.get_or_insert(e);
+                                }
+                                OpResult::NotOwner(op) => todo.push((pos, op)),
+                            }
+                        }
+                    }
+                    Err(Reject::Failed(e)) => {
+                        first_err.get_or_insert(e);
+                    }
+                    Err(Reject::NotOwner) => {
+                        first_err.get_or_insert(ActorError::Internal(
+                            "a region refused a whole write batch as not owner".into(),
+                        ));
+                    }
+                }
+            }
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+            if !todo.is_empty() {
+                todo.sort_by_key(|(i, _)| *i);
+                reroute.wait(table).await?;
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.ok_or_else(|| ActorError::Internal("write outcome missing".into())))
+            .collect()
+    }
+
+    async fn write_one(&self, table: &str, op: WriteOp) -> Result<WriteOutcome> {
+        let mut out = self.write_ops(table, vec![op]).await?;
+        out.pop()
+            .ok_or_else(|| ActorError::Internal("write outcome missing".into()))
+    }
+
+    /// Apply mutations to one row atomically.
+    pub async fn mutate(&self, table: &str, m: RowMutation) -> Result<()> {
+        self.write_one(table, WriteOp::Mutate(m)).await.map(|_| ())
+    }
+
+    /// Apply mutations to several rows (atomic per row, not across rows).
+    pub async fn mutate_rows(&self, table: &str, ms: Vec<RowMutation>) -> Result<()> {
+        self.write_ops(table, ms.into_iter().map(WriteOp::Mutate).collect())
+            .await
+            .map(|_| ())
+    }
+
+    /// Increment counters of one row atomically; returns the new values (8-byte big-endian).
+    pub async fn increment(&self, table: &str, inc: Increment) -> Result<Vec<Cell>> {
+        match self.write_one(table, WriteOp::Increment(inc)).await? {
+            WriteOutcome::Cells(cells) => Ok(cells),
+            other => Err(ActorError::Internal(format!(
+                "increment answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Append onto columns of one row atomically; returns the new values.
+    pub async fn append(&self, table: &str, app: Append) -> Result<Vec<Cell>> {
+        match self.write_one(table, WriteOp::Append(app)).await? {
+            WriteOutcome::Cells(cells) => Ok(cells),
+            other => Err(ActorError::Internal(format!("append answered {other:?}"))),
+        }
+    }
+
+    /// Check one column and mutate the row if it matches; `Ok(false)` if the check failed.
+    pub async fn check_and_mutate(&self, table: &str, cam: CheckAndMutate) -> Result<bool> {
+        match self.write_one(table, WriteOp::CheckAndMutate(cam)).await? {
+            WriteOutcome::Checked(applied) => Ok(applied),
+            other => Err(ActorError::Internal(format!(
+                "check-and-mutate answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Flush every region of a table.
+    pub async fn flush(&self, table: &str) -> Result<()> {
+        let route = self.route(table)?;
+        let calls = route.regions.iter().map(|r| {
+            let h = r.handle.clone();
+            async move { h.call_unbounded(|reply| messages::Flush { reply }).await }
+        });
+        for r in futures::future::join_all(calls).await {
+            r.map_err(reject_to_error)?;
+        }
+        Ok(())
+    }
+
+    /// Compact every region of a table (waits for the compactions).
+    pub async fn compact(&self, table: &str, major: bool) -> Result<()> {
+        let route = self.route(table)?;
+        let calls = route.regions.iter().map(|r| {
+            let h = r.handle.clone();
+            async move {
+                h.call_unbounded(|reply| messages::Compact {
+                    major,
+                    reply: Some(reply),
+                })
+                .await
+            }
+        });
+        for r in futures::future::join_all(calls).await {
+            r.map_err(reject_to_error)?;
+        }
+        Ok(())
+    }
+
+    /// Split a region (at a bucket, default its middle); returns `(old id, new id)`.
+    pub async fn split_region(
+        &self,
+        table: &str,
+        region: u64,
+        at_bucket: Option<u32>,
+    ) -> Result<(u64, u64)> {
+        self.check_open()?;
+        let msg = router::SplitRegion {
+            table: table.to_string(),
+            region,
+            at: at_bucket,
+        };
+        self.inner.router.send(msg).await.map_err(router_gone)?
+    }
+
+    /// The regions of a table with their figures, in bucket order.
+    pub async fn regions(&self, table: &str) -> Result<Vec<RegionInfo>> {
+        let route = self.route(table)?;
+        let calls = route.regions.iter().map(|r| {
+            let h = r.handle.clone();
+            async move { h.call_unbounded(|reply| messages::Stats { reply }).await }
+        });
+        let answers = futures::future::join_all(calls).await;
+        let mut out = Vec::with_capacity(answers.len());
+        for (r, answer) in route.regions.iter().zip(answers) {
+            let stats = match answer {
+                Ok((_, _, stats)) => stats,
+                // A stopped actor is a failed region: show it rather than hide the table.
+                Err(_) => RegionStats {
+                    poisoned: true,
+                    ..RegionStats::default()
+                },
+            };
+            out.push(RegionInfo {
+                id: r.id(),
+                table: table.to_string(),
+                bucket_start: r.bucket_start,
+                bucket_end: r.bucket_end,
+                arbiter: r.arbiter,
+                stats,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The salt bucket of a row of a table.
+    pub fn bucket_of(&self, table: &str, row: &[u8]) -> Option<u32> {
+        self.inner
+            .routes
+            .get(table)
+            .map(|r| bucket_of(row, &r.desc.salt))
+    }
+
+    /// Cumulative `(reads, writes)` per salt bucket of a table.
+    pub fn bucket_activity(&self, table: &str) -> Option<Vec<(u64, u64)>> {
+        self.inner.routes.get(table).map(|r| {
+            r.activity
+                .iter()
+                .map(|a| {
+                    (
+                        a.reads.load(Ordering::Relaxed),
+                        a.writes.load(Ordering::Relaxed),
+                    )
+                })
+                .collect()
+        })
+    }
+}
+
+fn reject_to_error(e: Reject) -> ActorError {
+    match e {
+        Reject::Failed(e) => e,
+        Reject::NotOwner => ActorError::Internal("unexpected not-owner answer".into()),
+    }
 }

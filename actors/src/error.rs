@@ -5,7 +5,7 @@ pub type Result<T, E = ActorError> = std::result::Result<T, E>;
 
 /// Everything a request through [`crate::Kura`] can fail with. The HTTP edge maps these with an
 /// exhaustive match: caller mistakes to 4xx, `Overloaded`/`RegionUnavailable` to 503.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ActorError {
     /// No table of that name.
@@ -35,4 +35,50 @@ pub enum ActorError {
     /// A broken invariant (a bug).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl ActorError {
+    /// Map a store error of region `region` of `table`. The boolean is true when the error
+    /// means the store can no longer be trusted (poisoned, corrupt, I/O): the region then fails
+    /// closed until it is reopened.
+    pub(crate) fn from_store(
+        e: kura_storage::Error,
+        table: &str,
+        region: u64,
+    ) -> (ActorError, bool) {
+        use kura_storage::Error as E;
+        match e {
+            E::NoSuchFamily { family } => (
+                ActorError::NoSuchFamily {
+                    table: table.to_string(),
+                    family,
+                },
+                false,
+            ),
+            E::InvalidArgument(m) => (ActorError::InvalidArgument(m), false),
+            e @ (E::NotACounter { .. } | E::CounterOverflow { .. }) => {
+                (ActorError::NotACounter(e.to_string()), false)
+            }
+            e @ (E::Poisoned(_) | E::Corruption { .. } | E::Io { .. }) => (
+                ActorError::RegionUnavailable {
+                    region,
+                    reason: e.to_string(),
+                },
+                true,
+            ),
+            E::Codec(m) => (
+                ActorError::Internal(format!("region {region}: codec: {m}")),
+                false,
+            ),
+            // `kura_storage::Error` is non-exhaustive: an unknown kind is treated as fatal for
+            // the region, the safe side.
+            e => (
+                ActorError::RegionUnavailable {
+                    region,
+                    reason: e.to_string(),
+                },
+                true,
+            ),
+        }
+    }
 }

@@ -1,14 +1,70 @@
 //! Kura's actor topology: the router, the region actors, salting, merged scans, region splits.
 //!
-//! (API contract; the implementation fills it in. HTTP handlers and applications use only
-//! [`Kura`], the cloneable client handle, and the types re-exported here.)
+//! HTTP handlers and applications use only [`Kura`], the cloneable client handle, and the types
+//! re-exported here.
 //!
 //! # Layering rule
 //! This crate knows nothing of HTTP. It depends on `kura-storage` and actix only.
+//!
+//! # Layout
+//! - [`client`]: [`Kura`], the handle: routes requests with the shared routing table.
+//! - [`router`]: [`router::RouterActor`], the only writer of the layout (create, alter, drop,
+//!   split) and of the catalog.
+//! - [`region`]: [`region::RegionActor`], one per region, the sole owner of its store; group
+//!   commit.
+//! - `messages`: one struct per region request. `routing`: the shared routing table.
+//!   `scan_merge`: fan-out and k-way merge of scans.
+//! - [`catalog`]: tables and region layout, persisted atomically. [`salt`]: the bucket hash.
+//! - [`error`]: the crate's error enum.
+//!
+//! # Message flow
+//! ```text
+//!   caller (HTTP handler, app)
+//!     │ Kura::get / mutate / scan ...            Kura::create_table / split_region ...
+//!     │ 1. bucket = xxh3(key or prefix) % buckets      │
+//!     │ 2. region = routing[table].region_for(bucket)  ▼
+//!     │    (DashMap read, no actor hop)          RouterActor ── catalog.json (atomic rewrite)
+//!     │                                              │  publishes new snapshots into
+//!     ▼                                              ▼
+//!   RegionHandle (in-flight gate: Overloaded)    routing table (DashMap<table, Arc<TableRoute>>)
+//!     │ do_send(msg + oneshot responder)
+//!     ▼
+//!   RegionActor on arbiter k ── RegionStore (log, memtable, segments)
+//!     reads: answered in the handler
+//!     writes: queued; ctx.notify(Commit) runs after the mailbox drains:
+//!             one write_batch = one fsync for every queued write, then all answered
+//!     NotOwner (bucket moved by a split) ──► handle re-reads the routing table and retries
+//! ```
+//!
+//! # Concurrency decisions
+//! 1. The region actor is the lock for its data: no mutex guards a store; linearizability of a
+//!    row's writes (increments, check-and-mutate) follows from one actor owning the row.
+//! 2. Each region actor is started with `Actor::start_in_arbiter` on the least loaded of a pool
+//!    of arbiters (one thread each, one per core by default). `SyncArbiter` would run N copies
+//!    of one actor and break single ownership.
+//! 3. The router does no request work and no I/O on its thread (the catalog is written on a
+//!    blocking thread); requests never pass through it.
+//! 4. Mailboxes are bounded by an in-flight gate per region in the handle: past
+//!    `mailbox_capacity` requests a caller gets `Overloaded` at once rather than queueing
+//!    without bound. actix's own mailbox capacity is set explicitly above that bound.
+//!
+//! # Invariants
+//! 1. Every row key maps to exactly one salt bucket, forever ([`salt`]); every bucket of a table
+//!    is owned by exactly one region at any time.
+//! 2. A write is acknowledged only after it is durable to the durability mode.
+//! 3. Layout changes are durable (catalog rewritten) before any request is routed by them.
+//! 4. A split loses no acknowledged write and a scan spanning it returns every row once.
+//! 5. A region whose store failed answers `RegionUnavailable`; other regions keep serving.
 
 pub mod catalog;
 pub mod client;
 pub mod error;
+mod messages;
+pub mod region;
+pub mod router;
+mod routing;
+pub mod salt;
+mod scan_merge;
 
 pub use catalog::{SaltConfig, TableDescriptor};
 pub use client::{AlterMode, Kura, KuraConfig, RegionInfo, ScanRequest};

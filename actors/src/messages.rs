@@ -1,0 +1,154 @@
+//! The messages a region actor handles, one small documented struct per operation.
+//!
+//! Every request message carries its own responder (a tokio oneshot) instead of using actix's
+//! built-in reply: a write is answered only after the group commit that makes it durable, which
+//! happens after the handler has returned, and the handle bounds in-flight requests itself
+//! (see [`crate::routing::RegionHandle`]).
+//!
+//! Requests that address rows carry the salt bucket the sender routed them by (or, for scans, the
+//! bucket range the sender believes the region owns). A region that no longer owns it answers
+//! [`Reject::NotOwner`]: the handle re-reads the routing table and retries.
+
+use crate::error::ActorError;
+use actix::Message;
+use kura_storage::model::*;
+use kura_storage::RegionStats;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Why a region did not serve a request.
+#[derive(Debug)]
+pub(crate) enum Reject {
+    /// The region does not own the bucket (range) the request was routed by: a split moved it.
+    NotOwner,
+    /// A real answer: the request failed.
+    Failed(ActorError),
+}
+
+impl From<ActorError> for Reject {
+    fn from(e: ActorError) -> Self {
+        Reject::Failed(e)
+    }
+}
+
+/// The responder of a request.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, Reject>>;
+
+/// Read one row.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Get {
+    pub bucket: u32,
+    pub row: Vec<u8>,
+    pub read: ReadSpec,
+    pub filter: Option<Arc<dyn RowFilter>>,
+    pub reply: Reply<Option<Row>>,
+}
+
+/// Read several rows of this region, answered in request order.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct MultiGet {
+    pub rows: Vec<(u32, Vec<u8>)>,
+    pub read: ReadSpec,
+    pub reply: Reply<Vec<Option<Row>>>,
+}
+
+/// One page of this region's part of a scan. `expect` is the bucket range the sender believes
+/// the region owns; if it differs the region answers `NotOwner` (rows may have moved).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct ScanRegion {
+    pub expect: (u32, u32),
+    pub spec: ScanSpec,
+    pub limits: ScanLimits,
+    pub reply: Reply<ScanPage>,
+}
+
+/// The result of one write of a [`Write`] batch.
+#[derive(Debug)]
+pub(crate) enum OpResult {
+    /// Committed (or refused by the store).
+    Done(Result<WriteOutcome, ActorError>),
+    /// The region does not own the row's bucket: the op is handed back for re-routing.
+    NotOwner(WriteOp),
+}
+
+/// Writes (puts, deletes, increments, appends, check-and-mutates), each tagged with its row's
+/// bucket. Queued and committed with the other waiting writes under one fsync.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Write {
+    pub ops: Vec<(u32, WriteOp)>,
+    pub reply: Reply<Vec<OpResult>>,
+}
+
+/// Flush the memtable to a segment.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Flush {
+    pub reply: Reply<()>,
+}
+
+/// Compact the segments (major: also drop masked, expired and excess versions).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Compact {
+    pub major: bool,
+    pub reply: Option<Reply<()>>,
+}
+
+/// Figures of the region.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Stats {
+    pub reply: Reply<(u32, u32, RegionStats)>,
+}
+
+/// Replace the region's column families (alter table).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct SetFamilies {
+    pub families: Vec<FamilyDescriptor>,
+    pub reply: Reply<()>,
+}
+
+/// First half of a split: commit waiting writes, flush, export the rows of buckets
+/// `[at, end)` into a new store in `new_dir`, then stop serving those buckets.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct PrepareSplit {
+    pub at: u32,
+    pub new_dir: PathBuf,
+    pub reply: Reply<()>,
+}
+
+/// Undo a prepared split whose catalog commit failed: serve `[start, end)` again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct AbortSplit {
+    pub range: (u32, u32),
+    pub reply: Reply<()>,
+}
+
+/// Commit waiting writes, close the store (flush + sync) and stop the actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Close {
+    pub reply: Reply<()>,
+}
+
+/// Internal: commit the writes queued so far (scheduled with `ctx.notify`, so it runs after the
+/// mailbox has been drained).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Commit;
+
+/// From a region to the router: my data passed the split threshold.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct AutoSplit {
+    pub table: String,
+    pub region: u64,
+}

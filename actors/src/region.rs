@@ -1,0 +1,567 @@
+//! [`RegionActor`]: the sole owner of one region's [`RegionStore`].
+//!
+//! One actor per region, started with `Actor::start_in_arbiter` on one of the arbiters (threads)
+//! of the pool. The actor *is* the lock for its data: every read and write of the region runs in
+//! its handlers, one at a time, so a row's writes are linearizable without any other locking.
+//!
+//! # Group commit
+//! A [`Write`] handler does not touch the store: it queues the ops with their responder and, if
+//! no commit is scheduled yet, schedules one with `ctx.notify(Commit)`. actix polls an actor's
+//! mailbox until it is empty before it polls notified items, so the commit runs after every
+//! message already waiting has been queued: all of them go to the store in one `write_batch`
+//! (one fsync in `sync` durability), then every responder is answered. Under load, the writes
+//! that arrive while a commit is fsyncing form the next batch.
+//!
+//! # Invariants
+//! 1. Writes are answered only after `write_batch` returned, i.e. after they are durable to the
+//!    durability mode.
+//! 2. Waiting writes are committed before anything that changes what the region owns or holds
+//!    (split, close, flush, alter), so no acknowledged write can miss an export.
+//! 3. A request routed by a bucket the region does not own is answered `NotOwner`, never served.
+//! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
+//!    later request is answered `RegionUnavailable` until the server restarts.
+
+use crate::catalog::SaltConfig;
+use crate::error::ActorError;
+use crate::messages::*;
+use crate::salt::bucket_of;
+use actix::prelude::*;
+use kura_storage::model::*;
+use kura_storage::{Durability, RecoveryMode, RegionStore, StoreOptions};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings every region of a server shares.
+#[derive(Clone, Debug)]
+pub(crate) struct RegionSettings {
+    pub durability: Durability,
+    pub recovery: RecoveryMode,
+    pub memtable_budget: usize,
+    pub split_threshold: Option<u64>,
+    pub mailbox_capacity: usize,
+}
+
+/// Everything needed to start a region actor.
+pub(crate) struct RegionSpec {
+    pub id: u64,
+    pub table: String,
+    pub salt: SaltConfig,
+    pub range: (u32, u32),
+    pub dir: PathBuf,
+    pub families: Vec<FamilyDescriptor>,
+    pub settings: RegionSettings,
+    pub router: Recipient<AutoSplit>,
+}
+
+/// A row-ownership predicate, as [`StoreOptions::owns_row`] takes it.
+pub(crate) type OwnsRow = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// The predicate "this row's bucket is in `[start, end)`", or `None` when the range is the whole
+/// table (no filtering needed).
+pub(crate) fn owns_row_predicate(salt: &SaltConfig, (start, end): (u32, u32)) -> Option<OwnsRow> {
+    if start == 0 && end >= salt.buckets {
+        return None;
+    }
+    let salt = salt.clone();
+    Some(Arc::new(move |row: &[u8]| {
+        let b = bucket_of(row, &salt);
+        b >= start && b < end
+    }))
+}
+
+/// A write waiting for the next commit: where its result goes.
+enum Slot {
+    /// Index into the batch handed to `write_batch`.
+    Op(usize),
+    /// Answered without reaching the store.
+    Ready(OpResult),
+}
+
+/// One region: its store, the buckets it owns, and the writes waiting for the next commit.
+pub struct RegionActor {
+    id: u64,
+    table: String,
+    salt: SaltConfig,
+    range: (u32, u32),
+    dir: PathBuf,
+    settings: RegionSettings,
+    store: Option<RegionStore>,
+    /// Why the region refuses requests (failed store or closed); `None` while healthy.
+    failed: Option<String>,
+    pending_ops: Vec<WriteOp>,
+    pending_replies: Vec<(Reply<Vec<OpResult>>, Vec<Slot>)>,
+    commit_scheduled: bool,
+    router: Recipient<AutoSplit>,
+    /// An automatic split was requested and the compaction that follows it has not finished.
+    split_requested: bool,
+    compacting: bool,
+}
+
+impl RegionActor {
+    /// Start the region on `arbiter`; the store is opened (recovered) on that thread.
+    pub(crate) fn launch(spec: RegionSpec, arbiter: &actix::ArbiterHandle) -> Addr<RegionActor> {
+        RegionActor::start_in_arbiter(arbiter, move |ctx| {
+            // Client requests are bounded by the handle's in-flight gate at `mailbox_capacity`;
+            // the margin leaves room for internal messages (stats, flush, split, close).
+            ctx.set_mailbox_capacity(spec.settings.mailbox_capacity.saturating_add(64));
+            let mut act = RegionActor {
+                id: spec.id,
+                table: spec.table,
+                salt: spec.salt,
+                range: spec.range,
+                dir: spec.dir,
+                settings: spec.settings,
+                store: None,
+                failed: None,
+                pending_ops: Vec::new(),
+                pending_replies: Vec::new(),
+                commit_scheduled: false,
+                router: spec.router,
+                split_requested: false,
+                compacting: false,
+            };
+            act.open(spec.families);
+            act
+        })
+    }
+
+    fn options(&self, families: Vec<FamilyDescriptor>, range: (u32, u32)) -> StoreOptions {
+        StoreOptions {
+            families,
+            durability: self.settings.durability,
+            recovery: self.settings.recovery,
+            memtable_budget: self.settings.memtable_budget,
+            owns_row: owns_row_predicate(&self.salt, range),
+        }
+    }
+
+    fn open(&mut self, families: Vec<FamilyDescriptor>) {
+        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+            self.fail(format!("creating {}: {e}", self.dir.display()));
+            return;
+        }
+        match RegionStore::open(&self.dir, self.options(families, self.range)) {
+            Ok((store, report)) => {
+                if report.truncated_at.is_some() {
+                    tracing::warn!(
+                        region = self.id,
+                        ?report,
+                        "region log was damaged at the tail"
+                    );
+                }
+                self.store = Some(store);
+            }
+            Err(e) => self.fail(format!("opening the store: {e}")),
+        }
+    }
+
+    fn fail(&mut self, reason: String) {
+        tracing::error!(region = self.id, table = %self.table, %reason, "region fails closed");
+        if self.failed.is_none() {
+            self.failed = Some(reason);
+        }
+    }
+
+    fn unavailable(&self) -> ActorError {
+        ActorError::RegionUnavailable {
+            region: self.id,
+            reason: self
+                .failed
+                .clone()
+                .unwrap_or_else(|| "store is not open".into()),
+        }
+    }
+
+    /// The store, if the region is healthy.
+    fn store(&mut self) -> Result<&mut RegionStore, ActorError> {
+        if self.failed.is_some() || self.store.is_none() {
+            return Err(self.unavailable());
+        }
+        self.store
+            .as_mut()
+            .ok_or_else(|| ActorError::Internal("store vanished".into()))
+    }
+
+    /// Map a store error, failing the region closed when it is fatal.
+    fn store_err(&mut self, e: kura_storage::Error) -> ActorError {
+        let (err, fatal) = ActorError::from_store(e, &self.table, self.id);
+        if fatal {
+            self.fail(err.to_string());
+        }
+        err
+    }
+
+    fn owns(&self, bucket: u32) -> bool {
+        bucket >= self.range.0 && bucket < self.range.1
+    }
+
+    /// Hand every queued write to the store in one batch, then answer them all.
+    fn commit_pending(&mut self) {
+        self.commit_scheduled = false;
+        if self.pending_replies.is_empty() {
+            return;
+        }
+        let ops = std::mem::take(&mut self.pending_ops);
+        let replies = std::mem::take(&mut self.pending_replies);
+        let mut results: Vec<Option<Result<WriteOutcome, ActorError>>> = if ops.is_empty() {
+            Vec::new()
+        } else {
+            let n = ops.len();
+            match self.store() {
+                Ok(store) => {
+                    let raw = store.write_batch(ops);
+                    // Mapping may fail the region closed (poisoned by a failed fsync).
+                    raw.into_iter()
+                        .map(|r| Some(r.map_err(|e| self.store_err(e))))
+                        .collect()
+                }
+                Err(e) => vec![Some(Err(e)); n],
+            }
+        };
+        for (reply, slots) in replies {
+            let answer = slots
+                .into_iter()
+                .map(|slot| match slot {
+                    Slot::Ready(r) => r,
+                    Slot::Op(i) => {
+                        OpResult::Done(results.get_mut(i).and_then(Option::take).unwrap_or_else(
+                            || Err(ActorError::Internal("write result missing".into())),
+                        ))
+                    }
+                })
+                .collect();
+            let _ = reply.send(Ok(answer));
+        }
+        self.maybe_request_split();
+    }
+
+    fn maybe_request_split(&mut self) {
+        let Some(threshold) = self.settings.split_threshold else {
+            return;
+        };
+        if self.split_requested || self.compacting || self.range.1 - self.range.0 < 2 {
+            return;
+        }
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        if store.approximate_size() > threshold {
+            self.split_requested = true;
+            self.router.do_send(AutoSplit {
+                table: self.table.clone(),
+                region: self.id,
+            });
+        }
+    }
+
+    /// Compact on a blocking thread, then install the result on the actor's thread.
+    fn start_compaction(&mut self, major: bool, reply: Option<Reply<()>>, ctx: &mut Context<Self>) {
+        let task = match self.store() {
+            Ok(store) => store.compaction_task(major),
+            Err(e) => {
+                if let Some(r) = reply {
+                    let _ = r.send(Err(e.into()));
+                }
+                return;
+            }
+        };
+        let Some(task) = task else {
+            if let Some(r) = reply {
+                let _ = r.send(Ok(()));
+            }
+            return;
+        };
+        self.compacting = true;
+        let job = async move { tokio::task::spawn_blocking(move || task.run()).await };
+        ctx.spawn(job.into_actor(self).map(move |res, act, _| {
+            act.compacting = false;
+            let out = match res {
+                Ok(Ok(output)) => match act.store() {
+                    Ok(store) => match store.install_compaction(output) {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err(act.store_err(e)),
+                    },
+                    Err(e) => Err(e),
+                },
+                Ok(Err(e)) => Err(act.store_err(e)),
+                Err(join) => Err(ActorError::Internal(format!(
+                    "compaction task panicked: {join}"
+                ))),
+            };
+            // A finished compaction has dropped the rows a split moved away, so the size
+            // now reflects what the region owns: it may ask for a split again.
+            act.split_requested = false;
+            if let Some(r) = reply {
+                let _ = r.send(out.map_err(Reject::Failed));
+            }
+        }));
+    }
+}
+
+impl Actor for RegionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Durability::Interval(every) = self.settings.durability {
+            let period = (every / 2).max(Duration::from_millis(1));
+            ctx.run_interval(period, |act, _| {
+                if let Ok(store) = act.store() {
+                    if let Err(e) = store.sync_if_due() {
+                        let _ = act.store_err(e);
+                    }
+                }
+            });
+        }
+    }
+}
+
+impl Handler<Get> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Get, _: &mut Context<Self>) {
+        if !self.owns(msg.bucket) {
+            let _ = msg.reply.send(Err(Reject::NotOwner));
+            return;
+        }
+        let res = match self.store() {
+            Ok(store) => store.get_filtered(&msg.row, &msg.read, msg.filter.as_deref()),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let res = res.map_err(|e| self.store_err(e).into());
+        let _ = msg.reply.send(res);
+    }
+}
+
+impl Handler<MultiGet> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MultiGet, _: &mut Context<Self>) {
+        if msg.rows.iter().any(|(b, _)| !self.owns(*b)) {
+            let _ = msg.reply.send(Err(Reject::NotOwner));
+            return;
+        }
+        let mut out = Vec::with_capacity(msg.rows.len());
+        for (_, row) in &msg.rows {
+            let res = match self.store() {
+                Ok(store) => store.get(row, &msg.read),
+                Err(e) => {
+                    let _ = msg.reply.send(Err(e.into()));
+                    return;
+                }
+            };
+            match res {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    let e = self.store_err(e);
+                    let _ = msg.reply.send(Err(e.into()));
+                    return;
+                }
+            }
+        }
+        let _ = msg.reply.send(Ok(out));
+    }
+}
+
+impl Handler<ScanRegion> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ScanRegion, _: &mut Context<Self>) {
+        if msg.expect != self.range {
+            let _ = msg.reply.send(Err(Reject::NotOwner));
+            return;
+        }
+        let res = match self.store() {
+            Ok(store) => store.scan(&msg.spec, msg.limits),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let res = res.map_err(|e| self.store_err(e).into());
+        let _ = msg.reply.send(res);
+    }
+}
+
+impl Handler<Write> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) {
+        if self.failed.is_some() || self.store.is_none() {
+            let _ = msg.reply.send(Err(self.unavailable().into()));
+            return;
+        }
+        let mut slots = Vec::with_capacity(msg.ops.len());
+        for (bucket, op) in msg.ops {
+            if self.owns(bucket) {
+                slots.push(Slot::Op(self.pending_ops.len()));
+                self.pending_ops.push(op);
+            } else {
+                slots.push(Slot::Ready(OpResult::NotOwner(op)));
+            }
+        }
+        self.pending_replies.push((msg.reply, slots));
+        if !self.commit_scheduled {
+            self.commit_scheduled = true;
+            ctx.notify(Commit);
+        }
+    }
+}
+
+impl Handler<Commit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Commit, _: &mut Context<Self>) {
+        self.commit_pending();
+    }
+}
+
+impl Handler<Flush> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Flush, _: &mut Context<Self>) {
+        self.commit_pending();
+        let res = match self.store() {
+            Ok(store) => store.flush(),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let res = res.map_err(|e| self.store_err(e).into());
+        let _ = msg.reply.send(res);
+    }
+}
+
+impl Handler<Compact> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Compact, ctx: &mut Context<Self>) {
+        if self.compacting {
+            // One compaction at a time; the running one covers this request's segments.
+            if let Some(r) = msg.reply {
+                let _ = r.send(Ok(()));
+            }
+            return;
+        }
+        self.commit_pending();
+        self.start_compaction(msg.major, msg.reply, ctx);
+    }
+}
+
+impl Handler<Stats> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Stats, _: &mut Context<Self>) {
+        let mut stats = self.store.as_ref().map(|s| s.stats()).unwrap_or_default();
+        if self.failed.is_some() {
+            stats.poisoned = true;
+        }
+        let _ = msg.reply.send(Ok((self.range.0, self.range.1, stats)));
+    }
+}
+
+impl Handler<SetFamilies> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetFamilies, _: &mut Context<Self>) {
+        self.commit_pending();
+        let res = match self.store() {
+            Ok(store) => store.set_families(msg.families),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let res = res.map_err(|e| self.store_err(e).into());
+        let _ = msg.reply.send(res);
+    }
+}
+
+impl Handler<PrepareSplit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PrepareSplit, ctx: &mut Context<Self>) {
+        let (start, end) = self.range;
+        if msg.at <= start || msg.at >= end {
+            let _ = msg.reply.send(Err(Reject::NotOwner));
+            return;
+        }
+        // Invariant 2: every acknowledged write is in the store before the export reads it.
+        self.commit_pending();
+        let upper = (msg.at, end);
+        let families = match self.store() {
+            Ok(store) => store.families().to_vec(),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let options = self.options(families, upper);
+        let Some(pred) = owns_row_predicate(&self.salt, upper) else {
+            let _ = msg.reply.send(Err(Reject::Failed(ActorError::Internal(
+                "split upper half covers the whole table".into(),
+            ))));
+            return;
+        };
+        let res = match self.store() {
+            Ok(store) => store
+                .flush()
+                .and_then(|()| store.export_rows(&*pred, &msg.new_dir, options)),
+            Err(e) => Err(kura_storage::Error::Poisoned(e.to_string())),
+        };
+        if let Err(e) = res {
+            let e = self.store_err(e);
+            let _ = msg.reply.send(Err(e.into()));
+            return;
+        }
+        // From here on requests for the moved buckets are answered NotOwner and retried by the
+        // handle until the router publishes the new layout.
+        self.range = (start, msg.at);
+        let lower = owns_row_predicate(&self.salt, self.range);
+        if let Ok(store) = self.store() {
+            store.set_owns_row(lower);
+        }
+        let _ = msg.reply.send(Ok(()));
+        // Drop the exported rows from this region's segments in the background.
+        self.split_requested = true;
+        if !self.compacting {
+            self.start_compaction(true, None, ctx);
+        }
+    }
+}
+
+impl Handler<AbortSplit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AbortSplit, _: &mut Context<Self>) {
+        self.range = msg.range;
+        let pred = owns_row_predicate(&self.salt, self.range);
+        if let Some(store) = self.store.as_mut() {
+            store.set_owns_row(pred);
+        }
+        let _ = msg.reply.send(Ok(()));
+    }
+}
+
+impl Handler<Close> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Close, ctx: &mut Context<Self>) {
+        self.commit_pending();
+        let res = match self.store.take() {
+            Some(store) => store
+                .close()
+                .map_err(|e| ActorError::from_store(e, &self.table, self.id).0),
+            None => Ok(()),
+        };
+        if self.failed.is_none() {
+            self.failed = Some("region is closed".into());
+        }
+        let _ = msg.reply.send(res.map_err(Reject::Failed));
+        ctx.stop();
+    }
+}

@@ -1,0 +1,570 @@
+//! [`RouterActor`]: the one place where the layout (tables, regions, arbiters) changes.
+//!
+//! Requests never pass through the router: the [`crate::Kura`] handle routes them with the shared
+//! [`RoutingTable`]. The router serializes the rare layout changes (create, alter and drop table,
+//! split, shutdown) behind one async mutex, makes each durable by rewriting the catalog (the
+//! commit point, written on a blocking thread so the router's arbiter never waits on a disk),
+//! then publishes a new snapshot of the table's routes.
+//!
+//! # Split, step by step
+//! 1. The region commits its waiting writes, flushes, exports the rows of buckets `[at, end)`
+//!    into a fresh store `<data_dir>/regions/<new id>/`, and narrows what it serves to
+//!    `[start, at)` (requests for the moved buckets are now answered `NotOwner`; the handle
+//!    retries them until step 3).
+//! 2. The catalog is rewritten with both regions: the commit point. If that fails, the region
+//!    serves its whole range again and the new directory is removed.
+//! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
+//!
+//! A crash before step 2 leaves the old catalog (the old region still holds every row; the new
+//! directory is an orphan, removed at the next start). A crash after it reopens both regions with
+//! predicates rebuilt from the catalog's bucket ranges.
+//!
+//! # Invariants
+//! 1. Layout changes are applied one at a time, in the order they reach the router.
+//! 2. The catalog on disk changes before any published snapshot reflects the change.
+//! 3. Region directories are named by region id only, never by user input.
+
+use crate::catalog::*;
+use crate::error::{ActorError, Result};
+use crate::messages::{self, AutoSplit, Reject};
+use crate::region::{RegionActor, RegionSettings, RegionSpec};
+use crate::routing::{BucketActivity, RegionHandle, RegionRoute, RoutingTable, TableRoute};
+use crate::AlterMode;
+use actix::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Create a table.
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub(crate) struct CreateTable {
+    pub desc: TableDescriptor,
+}
+
+/// Change a table's families and attributes.
+#[derive(Message)]
+#[rtype(result = "Result<TableDescriptor>")]
+pub(crate) struct AlterTable {
+    pub desc: TableDescriptor,
+    pub mode: AlterMode,
+}
+
+/// Drop a table and delete its data.
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub(crate) struct DropTable {
+    pub name: String,
+}
+
+/// Split a region at a bucket (default: the middle of its range).
+#[derive(Message)]
+#[rtype(result = "Result<(u64, u64)>")]
+pub(crate) struct SplitRegion {
+    pub table: String,
+    pub region: u64,
+    pub at: Option<u32>,
+}
+
+/// Close every region (flush + sync) and stop the arbiters.
+#[derive(Message)]
+#[rtype(result = "Result<()>")]
+pub(crate) struct CloseAll;
+
+/// The router's state, behind the layout mutex.
+pub(crate) struct Layout {
+    data_dir: PathBuf,
+    catalog: Catalog,
+    routes: Arc<RoutingTable>,
+    arbiters: Vec<Arbiter>,
+    /// Regions per arbiter, to place new regions on the least loaded one.
+    arbiter_load: Vec<usize>,
+    settings: RegionSettings,
+    default_regions: u32,
+    router: Option<Recipient<AutoSplit>>,
+    closed: bool,
+}
+
+/// Write the catalog on a blocking thread.
+async fn commit(data_dir: &Path, catalog: &Catalog) -> Result<()> {
+    let dir = data_dir.to_path_buf();
+    let catalog = catalog.clone();
+    tokio::task::spawn_blocking(move || catalog.save(&dir))
+        .await
+        .map_err(|e| ActorError::Internal(format!("catalog writer panicked: {e}")))?
+}
+
+async fn remove_dirs(dirs: Vec<PathBuf>) {
+    let _ = tokio::task::spawn_blocking(move || {
+        for d in dirs {
+            if let Err(e) = std::fs::remove_dir_all(&d) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %d.display(), error = %e, "could not remove region directory");
+                }
+            }
+        }
+    })
+    .await;
+}
+
+fn reject(e: Reject, what: &str) -> ActorError {
+    match e {
+        Reject::Failed(e) => e,
+        Reject::NotOwner => {
+            ActorError::Internal(format!("{what}: region layout changed underneath"))
+        }
+    }
+}
+
+impl Layout {
+    pub(crate) fn new(
+        data_dir: PathBuf,
+        catalog: Catalog,
+        routes: Arc<RoutingTable>,
+        arbiters: Vec<Arbiter>,
+        settings: RegionSettings,
+        default_regions: u32,
+    ) -> Self {
+        let n = arbiters.len();
+        Layout {
+            data_dir,
+            catalog,
+            routes,
+            arbiters,
+            arbiter_load: vec![0; n],
+            settings,
+            default_regions: default_regions.max(1),
+            router: None,
+            closed: false,
+        }
+    }
+
+    fn launch(&mut self, desc: &TableDescriptor, meta: &RegionMeta) -> Result<RegionRoute> {
+        let router = self
+            .router
+            .clone()
+            .ok_or_else(|| ActorError::Internal("router address not set".into()))?;
+        let arbiter = (0..self.arbiters.len())
+            .min_by_key(|&i| self.arbiter_load[i])
+            .ok_or_else(|| ActorError::Internal("no arbiters".into()))?;
+        self.arbiter_load[arbiter] += 1;
+        let spec = RegionSpec {
+            id: meta.id,
+            table: desc.name.clone(),
+            salt: desc.salt.clone(),
+            range: (meta.bucket_start, meta.bucket_end),
+            dir: region_dir(&self.data_dir, meta.id),
+            families: desc.families.clone(),
+            settings: self.settings.clone(),
+            router,
+        };
+        let addr = RegionActor::launch(spec, &self.arbiters[arbiter].handle());
+        Ok(RegionRoute {
+            bucket_start: meta.bucket_start,
+            bucket_end: meta.bucket_end,
+            arbiter,
+            handle: RegionHandle::new(meta.id, addr, self.settings.mailbox_capacity),
+        })
+    }
+
+    fn publish(&self, desc: TableDescriptor, regions: Vec<RegionRoute>) {
+        let activity = match self.routes.get(&desc.name) {
+            Some(old) => Arc::clone(&old.activity),
+            None => (0..desc.salt.buckets)
+                .map(|_| BucketActivity::default())
+                .collect(),
+        };
+        let name = desc.name.clone();
+        self.routes.tables.insert(
+            name,
+            Arc::new(TableRoute {
+                desc,
+                regions,
+                activity,
+            }),
+        );
+    }
+
+    /// Start every region of the catalog (at server start).
+    pub(crate) fn start_all(&mut self, router: Recipient<AutoSplit>) -> Result<()> {
+        self.router = Some(router);
+        let tables: Vec<TableEntry> = self.catalog.tables.values().cloned().collect();
+        for entry in tables {
+            let mut routes = Vec::with_capacity(entry.regions.len());
+            for meta in &entry.regions {
+                routes.push(self.launch(&entry.descriptor, meta)?);
+            }
+            self.publish(entry.descriptor, routes);
+        }
+        Ok(())
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            Err(ActorError::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn create_table(&mut self, desc: TableDescriptor) -> Result<()> {
+        self.check_open()?;
+        validate_descriptor(&desc)?;
+        if self.catalog.tables.contains_key(&desc.name) {
+            return Err(ActorError::TableExists(desc.name));
+        }
+        let mut next = self.catalog.clone();
+        let count = desc.initial_regions.unwrap_or(self.default_regions);
+        let regions: Vec<RegionMeta> = even_layout(desc.salt.buckets, count)
+            .into_iter()
+            .map(|(bucket_start, bucket_end)| RegionMeta {
+                id: next.allocate_region_id(),
+                bucket_start,
+                bucket_end,
+            })
+            .collect();
+        // A directory left by an earlier run under a now-reused id would resurrect rows.
+        remove_dirs(
+            regions
+                .iter()
+                .map(|r| region_dir(&self.data_dir, r.id))
+                .collect(),
+        )
+        .await;
+        next.tables.insert(
+            desc.name.clone(),
+            TableEntry {
+                descriptor: desc.clone(),
+                regions: regions.clone(),
+            },
+        );
+        commit(&self.data_dir, &next).await?;
+        self.catalog = next;
+        let mut routes = Vec::with_capacity(regions.len());
+        for meta in &regions {
+            routes.push(self.launch(&desc, meta)?);
+        }
+        self.publish(desc, routes);
+        Ok(())
+    }
+
+    async fn alter_table(
+        &mut self,
+        desc: TableDescriptor,
+        mode: AlterMode,
+    ) -> Result<TableDescriptor> {
+        self.check_open()?;
+        let entry = self
+            .catalog
+            .tables
+            .get(&desc.name)
+            .ok_or_else(|| ActorError::TableNotFound(desc.name.clone()))?;
+        let mut new_desc = entry.descriptor.clone();
+        match mode {
+            AlterMode::Replace => {
+                new_desc.families = desc.families;
+                new_desc.attributes = desc.attributes;
+                new_desc.family_attributes = desc.family_attributes;
+            }
+            AlterMode::Merge => {
+                for f in desc.families {
+                    match new_desc.families.iter_mut().find(|g| g.name == f.name) {
+                        Some(g) => *g = f,
+                        None => new_desc.families.push(f),
+                    }
+                }
+                new_desc.attributes.extend(desc.attributes);
+                for (family, attrs) in desc.family_attributes {
+                    new_desc
+                        .family_attributes
+                        .entry(family)
+                        .or_default()
+                        .extend(attrs);
+                }
+            }
+        }
+        validate_families(&new_desc.families)?;
+        let names: std::collections::BTreeSet<String> = new_desc
+            .families
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.name).into_owned())
+            .collect();
+        new_desc.family_attributes.retain(|f, _| names.contains(f));
+
+        let mut next = self.catalog.clone();
+        if let Some(e) = next.tables.get_mut(&new_desc.name) {
+            e.descriptor = new_desc.clone();
+        }
+        commit(&self.data_dir, &next).await?;
+        self.catalog = next;
+        let route = self
+            .routes
+            .get(&new_desc.name)
+            .ok_or_else(|| ActorError::Internal("table missing from the routing table".into()))?;
+        let calls = route.regions.iter().map(|r| {
+            let families = new_desc.families.clone();
+            let handle = r.handle.clone();
+            async move {
+                handle
+                    .call_unbounded(|reply| messages::SetFamilies { families, reply })
+                    .await
+            }
+        });
+        let results = futures::future::join_all(calls).await;
+        self.publish(new_desc.clone(), route.regions.clone());
+        for r in results {
+            r.map_err(|e| reject(e, "alter table"))?;
+        }
+        Ok(new_desc)
+    }
+
+    async fn drop_table(&mut self, name: &str) -> Result<()> {
+        self.check_open()?;
+        if !self.catalog.tables.contains_key(name) {
+            return Err(ActorError::TableNotFound(name.to_string()));
+        }
+        // Unpublish first: new requests see TableNotFound while the regions close.
+        let route = self.routes.tables.remove(name).map(|(_, r)| r);
+        if let Some(route) = &route {
+            let closes = route.regions.iter().map(|r| {
+                let h = r.handle.clone();
+                async move { h.call_unbounded(|reply| messages::Close { reply }).await }
+            });
+            for (r, res) in route
+                .regions
+                .iter()
+                .zip(futures::future::join_all(closes).await)
+            {
+                self.arbiter_load[r.arbiter] = self.arbiter_load[r.arbiter].saturating_sub(1);
+                if let Err(e) = res {
+                    tracing::warn!(region = r.id(), error = ?e, "closing a dropped region failed");
+                }
+            }
+        }
+        let mut next = self.catalog.clone();
+        let entry = next.tables.remove(name);
+        commit(&self.data_dir, &next).await?;
+        self.catalog = next;
+        if let Some(entry) = entry {
+            remove_dirs(
+                entry
+                    .regions
+                    .iter()
+                    .map(|r| region_dir(&self.data_dir, r.id))
+                    .collect(),
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    async fn split(&mut self, table: &str, region: u64, at: Option<u32>) -> Result<(u64, u64)> {
+        self.check_open()?;
+        let entry = self
+            .catalog
+            .tables
+            .get(table)
+            .ok_or_else(|| ActorError::TableNotFound(table.to_string()))?;
+        let idx = entry
+            .regions
+            .iter()
+            .position(|r| r.id == region)
+            .ok_or_else(|| {
+                ActorError::InvalidArgument(format!("table {table} has no region {region}"))
+            })?;
+        let meta = entry.regions[idx].clone();
+        if meta.bucket_end - meta.bucket_start < 2 {
+            return Err(ActorError::InvalidArgument(format!(
+                "region {region} owns a single salt bucket and cannot be split"
+            )));
+        }
+        let at = at.unwrap_or(meta.bucket_start + (meta.bucket_end - meta.bucket_start) / 2);
+        if at <= meta.bucket_start || at >= meta.bucket_end {
+            return Err(ActorError::InvalidArgument(format!(
+                "split bucket {at} is not strictly inside region {region}'s buckets [{}, {})",
+                meta.bucket_start, meta.bucket_end
+            )));
+        }
+        let desc = entry.descriptor.clone();
+        let route = self
+            .routes
+            .get(table)
+            .ok_or_else(|| ActorError::Internal("table missing from the routing table".into()))?;
+        let old = route
+            .regions
+            .iter()
+            .find(|r| r.id() == region)
+            .cloned()
+            .ok_or_else(|| ActorError::Internal("region missing from the routing table".into()))?;
+
+        let mut next = self.catalog.clone();
+        let new_id = next.allocate_region_id();
+        let new_dir = region_dir(&self.data_dir, new_id);
+        remove_dirs(vec![new_dir.clone()]).await;
+
+        // Step 1: export and narrow.
+        old.handle
+            .call_unbounded(|reply| messages::PrepareSplit {
+                at,
+                new_dir: new_dir.clone(),
+                reply,
+            })
+            .await
+            .map_err(|e| reject(e, "split"))?;
+
+        // Step 2: the commit point.
+        let new_meta = RegionMeta {
+            id: new_id,
+            bucket_start: at,
+            bucket_end: meta.bucket_end,
+        };
+        if let Some(e) = next.tables.get_mut(table) {
+            e.regions[idx].bucket_end = at;
+            e.regions.insert(idx + 1, new_meta.clone());
+        }
+        if let Err(e) = commit(&self.data_dir, &next).await {
+            let range = (meta.bucket_start, meta.bucket_end);
+            let _ = old
+                .handle
+                .call_unbounded(|reply| messages::AbortSplit { range, reply })
+                .await;
+            remove_dirs(vec![new_dir]).await;
+            return Err(e);
+        }
+        self.catalog = next;
+
+        // Step 3: start the new region and publish.
+        let new_route = self.launch(&desc, &new_meta)?;
+        let mut regions = route.regions.clone();
+        if let Some(pos) = regions.iter().position(|r| r.id() == region) {
+            regions[pos].bucket_end = at;
+            regions.insert(pos + 1, new_route);
+        }
+        self.publish(route.desc.clone(), regions);
+        tracing::info!(table, region, new_region = new_id, at, "region split");
+        Ok((region, new_id))
+    }
+
+    async fn close_all(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let names: Vec<String> = self.routes.tables.iter().map(|e| e.key().clone()).collect();
+        let mut first_err = None;
+        for name in names {
+            let Some((_, route)) = self.routes.tables.remove(&name) else {
+                continue;
+            };
+            let closes = route.regions.iter().map(|r| {
+                let h = r.handle.clone();
+                async move { h.call_unbounded(|reply| messages::Close { reply }).await }
+            });
+            for res in futures::future::join_all(closes).await {
+                if let Err(e) = res {
+                    first_err.get_or_insert(reject(e, "close"));
+                }
+            }
+        }
+        for a in &self.arbiters {
+            a.stop();
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// The router actor: a serializer of layout changes around [`Layout`].
+pub struct RouterActor {
+    layout: Arc<tokio::sync::Mutex<Layout>>,
+}
+
+impl RouterActor {
+    /// Start the router on the current arbiter and every region of the catalog.
+    pub(crate) fn start_with(mut layout: Layout) -> Result<Addr<RouterActor>> {
+        let mut started = Ok(());
+        let addr = RouterActor::create(|ctx| {
+            started = layout.start_all(ctx.address().recipient());
+            // A tokio mutex, not a std one: a layout change holds it across awaits (region
+            // replies, the catalog write) and must not block the router's thread meanwhile.
+            RouterActor {
+                layout: Arc::new(tokio::sync::Mutex::new(layout)),
+            }
+        });
+        started.map(|()| addr)
+    }
+}
+
+impl Actor for RouterActor {
+    type Context = Context<Self>;
+}
+
+macro_rules! layout_handler {
+    ($msg:ty, $out:ty, |$l:ident, $m:ident| $body:expr) => {
+        impl Handler<$msg> for RouterActor {
+            type Result = ResponseFuture<Result<$out>>;
+
+            fn handle(&mut self, $m: $msg, _: &mut Context<Self>) -> Self::Result {
+                let layout = Arc::clone(&self.layout);
+                Box::pin(async move {
+                    let mut $l = layout.lock().await;
+                    $body.await
+                })
+            }
+        }
+    };
+}
+
+layout_handler!(CreateTable, (), |l, m| l.create_table(m.desc));
+layout_handler!(AlterTable, TableDescriptor, |l, m| l
+    .alter_table(m.desc, m.mode));
+layout_handler!(DropTable, (), |l, m| l.drop_table(&m.name));
+layout_handler!(SplitRegion, (u64, u64), |l, m| l
+    .split(&m.table, m.region, m.at));
+layout_handler!(CloseAll, (), |l, _m| l.close_all());
+
+impl Handler<AutoSplit> for RouterActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AutoSplit, ctx: &mut Context<Self>) {
+        let layout = Arc::clone(&self.layout);
+        ctx.spawn(
+            async move {
+                let mut l = layout.lock().await;
+                if let Err(e) = l.split(&msg.table, msg.region, None).await {
+                    tracing::warn!(table = %msg.table, region = msg.region, error = %e,
+                        "automatic split failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+/// Remove region directories the catalog does not name (left by a crash mid-split, mid-create
+/// or mid-drop). Only directories named by a number are touched.
+pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
+    let regions = data_dir.join(REGIONS_DIR);
+    let entries = match std::fs::read_dir(&regions) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ActorError::Internal(format!(
+                "listing {}: {e}",
+                regions.display()
+            )));
+        }
+    };
+    let live: std::collections::BTreeSet<u64> = catalog.region_ids().collect();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|s| s.parse::<u64>().ok()) else {
+            continue;
+        };
+        if !live.contains(&id) {
+            tracing::info!(region = id, "removing orphan region directory");
+            std::fs::remove_dir_all(entry.path()).map_err(|e| {
+                ActorError::Internal(format!("removing {}: {e}", entry.path().display()))
+            })?;
+        }
+    }
+    Ok(())
+}
