@@ -147,12 +147,78 @@ struct WriterLog {
 
 #[test]
 fn acknowledged_writes_survive_kill_9_and_restart() {
+    run_write_trials(false);
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9_during_flush_compaction_and_split() {
+    run_write_trials(true);
+}
+
+/// Flush, minor and major compaction, and region splits in a loop through `/admin/`, until the
+/// kill (or until `stop`). Returns the statuses it saw ("op status" -> count) for the report.
+fn admin_loop(
+    addr: std::net::SocketAddr,
+    table: &str,
+    stop: &AtomicBool,
+) -> BTreeMap<String, u64> {
+    let mut seen = BTreeMap::new();
+    let Ok(mut http) = Http::connect(addr) else {
+        return seen;
+    };
+    let mut i = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        let (label, path) = match i % 4 {
+            0 => ("flush", format!("/admin/tables/{table}/flush")),
+            1 => (
+                "compact",
+                format!("/admin/tables/{table}/compact?major=false"),
+            ),
+            2 => (
+                "major-compact",
+                format!("/admin/tables/{table}/compact?major=true"),
+            ),
+            _ => match largest_region(&mut http, table) {
+                Some(id) => ("split", format!("/admin/tables/{table}/regions/{id}/split")),
+                None => continue,
+            },
+        };
+        match http.request("POST", &path, &[], b"") {
+            Ok(r) => *seen.entry(format!("{label} {}", r.status)).or_insert(0) += 1,
+            Err(_) => break, // the kill
+        }
+    }
+    seen
+}
+
+/// The id of the splittable region of `table` holding the most cells, from
+/// `/admin/tables/{t}/regions`.
+fn largest_region(http: &mut Http, table: &str) -> Option<u64> {
+    let r = http
+        .request("GET", &format!("/admin/tables/{table}/regions"), &[], b"")
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+    v["regions"]
+        .as_array()?
+        .iter()
+        .filter(|g| g["bucket_end"].as_u64() > g["bucket_start"].as_u64().map(|b| b + 1))
+        .max_by_key(|g| g["cells"].as_u64().unwrap_or(0))
+        .and_then(|g| g["id"].as_u64())
+}
+
+fn run_write_trials(with_admin_ops: bool) {
     let trials = env_or("KURA_SOAK_TRIALS", 10) as usize;
     let writers = env_or("KURA_SOAK_WRITERS", 8) as usize;
     let min_target = env_or("KURA_SOAK_MIN_ACKS", 50);
     let max_target = env_or("KURA_SOAK_MAX_ACKS", 600);
     let mode = durability();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed());
+    let what = if with_admin_ops {
+        "writes + flush/compact/split"
+    } else {
+        "writes"
+    };
 
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Mutex::new(Server::start(dir.path(), &["--durability", &mode]));
@@ -171,7 +237,13 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
         let target = rng.gen_range(min_target..=max_target);
         let acked_total = AtomicU64::new(0);
         let killed = AtomicBool::new(false);
+        let mut admin_seen = BTreeMap::new();
+        let stop_admin = AtomicBool::new(false);
         let logs: Vec<WriterLog> = std::thread::scope(|s| {
+            let admin = with_admin_ops.then(|| {
+                let stop = &stop_admin;
+                s.spawn(move || admin_loop(addr, "crash", stop))
+            });
             let handles: Vec<_> = (0..writers)
                 .map(|w| {
                     let (acked_total, killed, server) = (&acked_total, &killed, &server);
@@ -208,10 +280,15 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
                     })
                 })
                 .collect();
-            handles
+            let logs = handles
                 .into_iter()
                 .map(|h| h.join().expect("writer thread"))
-                .collect()
+                .collect();
+            stop_admin.store(true, Ordering::SeqCst);
+            if let Some(a) = admin {
+                admin_seen = a.join().expect("admin thread");
+            }
+            logs
         });
         let acked: usize = logs.iter().map(|l| l.acked.len()).sum();
         let unknown: usize = logs.iter().map(|l| l.unknown.len()).sum();
@@ -229,8 +306,8 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
         let took = server.lock().expect("server lock").restart();
         restarts.push(took);
         println!(
-            "trial {trial}: killed after {acked} acknowledged writes ({unknown} in flight, \
-             {} refused); restart took {took:?}",
+            "[{what}] trial {trial}: killed after {acked} acknowledged writes ({unknown} in \
+             flight, {} refused); restart took {took:?}; admin ops: {admin_seen:?}",
             refused.len()
         );
 
@@ -282,11 +359,13 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
                 }
             }
         }
-        println!("trial {trial}: {checked} acknowledged writes verified");
+        println!("[{what}] trial {trial}: {checked} acknowledged writes verified");
     }
     let max = restarts.iter().max().copied().unwrap_or_default();
     let mean = restarts.iter().sum::<Duration>() / restarts.len().max(1) as u32;
-    println!("restart to /healthz over {trials} trials ({mode}): mean {mean:?}, max {max:?}");
+    println!(
+        "[{what}] restart to /healthz over {trials} trials ({mode}): mean {mean:?}, max {max:?}"
+    );
 }
 
 #[test]
