@@ -23,7 +23,7 @@
 #      loss is what separates the modes; the storage's simulated power-cut tests cover that).
 #      The seed of each run is printed; KURA_SOAK_SEED=<seed> replays the same kill points.
 #   2. tests/hostile_http.rs once (it is exhaustive already; slowloris takes ~30 s).
-#   3. Every proptest of the workspace with PROPTEST_CASES=${SOAK_PROPTEST_CASES:-100000}
+#   3. The storage and actors test suites (where the proptests live) with PROPTEST_CASES=${SOAK_PROPTEST_CASES:-100000}
 #      (engine vs. in-memory model, ...).
 # Each section prints its duration; the script stops at the first failure (set -e) and the
 # failing test prints the exact request and answer.
@@ -67,7 +67,7 @@ fi
 if [[ "${SOAK_SKIP_PROPTEST:-0}" != "1" ]]; then
   section "proptests with PROPTEST_CASES=${SOAK_PROPTEST_CASES:-100000}"
   t=$SECONDS
-  PROPTEST_CASES="${SOAK_PROPTEST_CASES:-100000}" cargo test --release --workspace -- proptest
+  PROPTEST_CASES="${SOAK_PROPTEST_CASES:-100000}" cargo test --release -p kura-storage -p kura-actors
   took $t
 fi
 
