@@ -1,0 +1,491 @@
+//! The `kura-load` command line and what one invocation does.
+//!
+//! One invocation: (optionally start a server) → `/healthz` baseline with the same
+//! connections and bounds → prepare tables → load phase → run phase (closed or open loop;
+//! with `--half-peak` a closed run then an open run at half its throughput) → correctness
+//! check → `result.json`, `summary.md`, `chart.svg`. `--sweep regions` repeats prepare/load/run
+//! for each region count (and, with `--spawn-server`, for each arbiter count).
+//!
+//! Exit codes: 0 ok, 1 a correctness check failed, 2 the run could not be made.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+
+use crate::error::{LoadError, Result};
+use crate::keygen::Distribution;
+use crate::report::{self, Machine, Ratio, RunResult, SweepPoint};
+use crate::runner::{self, Mode, PhaseConfig, PhaseResult};
+use crate::server::{wait_healthy, SpawnedServer};
+use crate::workload::{Params, Verification, Workload, WorkloadName};
+
+/// Parse `10s`, `500ms`, `2m` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("bad duration `{s}`"))?;
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("bad duration `{s}`"));
+    }
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("bad duration unit in `{s}` (use ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_list(s: &str) -> std::result::Result<Vec<u32>, String> {
+    s.split(',')
+        .map(|x| x.trim().parse::<u32>().map_err(|e| format!("`{x}`: {e}")))
+        .collect()
+}
+
+/// What `--sweep` varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweepKind {
+    /// Region count of the table (and arbiters with `--spawn-server`).
+    Regions,
+}
+
+/// Load generator for Kura's HTTP API: HBase PE operations, YCSB A–F and the apps.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "kura-load", version, about)]
+pub struct Args {
+    /// Server to drive (`host:port`, an `http://` prefix is accepted).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub target: String,
+    /// Workload to run.
+    #[arg(long, short = 'w', value_enum, default_value = "random-read")]
+    pub workload: WorkloadName,
+    /// Connections (one worker each).
+    #[arg(long, short = 'c', default_value_t = 64)]
+    pub connections: usize,
+    /// Time bound of each measured phase (`10s`, `500ms`, `2m`).
+    #[arg(long, short = 'd', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Operation bound of each measured phase.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Open loop at this many operations per second (default: closed loop).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Closed-loop run, then an open-loop run at half the throughput it reached.
+    #[arg(long)]
+    pub half_peak: bool,
+    /// Skip the `/healthz` baseline.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// PE: rows to load / key space.
+    #[arg(long, default_value_t = 10_000)]
+    pub rows: u64,
+    /// PE: bytes per value (`hbase pe` uses 1000).
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// PE multi-get: rows per request.
+    #[arg(long, default_value_t = 10)]
+    pub multiget: usize,
+    /// YCSB: records to load (`recordcount`).
+    #[arg(long, default_value_t = 10_000)]
+    pub records: u64,
+    /// YCSB: bytes per field (`fieldlength`).
+    #[arg(long, default_value_t = 100)]
+    pub field_length: usize,
+    /// Override the workload's key distribution.
+    #[arg(long, value_enum)]
+    pub distribution: Option<Distribution>,
+    /// Create the table with this many regions (`KURA_REGIONS`).
+    #[arg(long)]
+    pub regions: Option<u32>,
+    /// Reuse the table and data a previous run loaded (no drop, no load).
+    #[arg(long)]
+    pub no_load: bool,
+    /// Rows per request in the load phase.
+    #[arg(long, default_value_t = 100)]
+    pub load_batch: usize,
+    /// Blog / actions: number of users.
+    #[arg(long, default_value_t = 32)]
+    pub users: u64,
+    /// Counter: number of distinct URLs (zipfian popularity).
+    #[arg(long, default_value_t = 1000)]
+    pub urls: u64,
+    /// Graph: relationships in the CAS storm.
+    #[arg(long, default_value_t = 1)]
+    pub edges: u64,
+    /// Per-request timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+    /// Client runtime threads (the server shares the machine: keep this small).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Write result.json, summary.md and chart.svg here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// RNG seed (default: time-based).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Repeat the workload over region counts (and arbiter counts with --spawn-server).
+    #[arg(long, value_enum)]
+    pub sweep: Option<SweepKind>,
+    /// Region counts of the sweep.
+    #[arg(long, value_parser = parse_list, default_value = "1,2,4,8,16")]
+    pub sweep_regions: Vec<u32>,
+    /// Arbiter counts of the sweep (with --spawn-server).
+    #[arg(long, value_parser = parse_list, default_value = "1,2")]
+    pub sweep_arbiters: Vec<u32>,
+    /// Start this server binary on a free port with a temporary data dir instead of --target.
+    #[arg(long)]
+    pub spawn_server: Option<PathBuf>,
+    /// `--arbiters` for a spawned server (not in a sweep).
+    #[arg(long)]
+    pub arbiters: Option<usize>,
+    /// `--durability` for a spawned server (sync, interval, none).
+    #[arg(long)]
+    pub durability: Option<String>,
+    /// Extra argument for a spawned server (repeatable).
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+}
+
+impl Args {
+    fn addr(&self) -> String {
+        let t = self.target.trim_start_matches("http://");
+        t.trim_end_matches('/').to_string()
+    }
+
+    fn params(&self, nonce: u64) -> Params {
+        let expected_ops = self.ops.unwrap_or_else(|| {
+            let secs = self.duration.map(|d| d.as_secs_f64()).unwrap_or(10.0);
+            (secs * self.rate.unwrap_or(50_000.0)) as u64
+        });
+        Params {
+            rows: self.rows,
+            value_size: self.value_size,
+            multiget: self.multiget,
+            records: self.records,
+            field_length: self.field_length,
+            distribution: self.distribution,
+            regions: self.regions,
+            no_load: self.no_load,
+            load_batch: self.load_batch,
+            expected_ops,
+            users: self.users,
+            urls: self.urls,
+            edges: self.edges,
+            nonce,
+        }
+    }
+
+    fn phase(&self, name: &str, addr: &str, mode: Mode, seed: u64) -> PhaseConfig {
+        PhaseConfig {
+            name: name.to_string(),
+            addr: addr.to_string(),
+            connections: self.connections,
+            duration: self.duration,
+            ops: self.ops,
+            mode,
+            timeout: self.timeout,
+            progress: !self.quiet,
+            seed,
+        }
+    }
+}
+
+fn now_unix() -> (u64, u64) {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.as_nanos() as u64)
+}
+
+/// Phases whose responses broke a content invariant (short scans etc.) fail the run.
+fn invalid_answers(phases: &[PhaseResult], v: &mut Verification) {
+    for p in phases {
+        if let Some(n) = p.summary.errors_by_status.get("invalid") {
+            v.failures
+                .push(format!("{}: {n} answers broke a content check", p.name));
+        }
+    }
+}
+
+/// Baseline, prepare, load, run, verify against `addr`.
+pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Result<RunResult> {
+    let (started, _) = now_unix();
+    let baseline = if args.no_baseline {
+        None
+    } else {
+        let cfg = args.phase("baseline", addr, Mode::Closed, seed);
+        Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
+    };
+    let workload = Arc::new(Workload::new(args.workload, &params));
+    let mut conn = crate::client::Conn::new(addr, args.timeout)?;
+    workload.prepare(&mut conn).await?;
+    let mut phases = Vec::new();
+    let rows = workload.load_rows();
+    if rows > 0 {
+        let mut cfg = args.phase("load", addr, Mode::Closed, seed);
+        cfg.connections = cfg.connections.clamp(1, 16);
+        phases.push(
+            runner::load_phase(&cfg, workload.clone(), rows, params.load_batch as u64).await?,
+        );
+    }
+    let mode = match args.rate {
+        Some(rate) if rate > 0.0 => Mode::Open { rate },
+        Some(_) => return Err(LoadError::Args("--rate must be positive".into())),
+        None => Mode::Closed,
+    };
+    let run = runner::run_phase(&args.phase("run", addr, mode, seed), workload.clone()).await?;
+    let peak = run.summary.ok_throughput;
+    phases.push(run);
+    if args.half_peak {
+        let rate = (peak / 2.0).max(1.0);
+        let cfg = args.phase("half-peak", addr, Mode::Open { rate }, seed ^ 1);
+        phases.push(runner::run_phase(&cfg, workload.clone()).await?);
+    }
+    let mut verification = workload.verify(&mut conn).await?;
+    invalid_answers(&phases, &mut verification);
+    let ratios = match &baseline {
+        Some(b) => phases
+            .iter()
+            .filter(|p| p.name != "load")
+            .map(|p| Ratio::of(p, b))
+            .collect(),
+        None => Vec::new(),
+    };
+    let passed = verification.passed();
+    Ok(RunResult {
+        tool: "kura-load".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_at_unix: started,
+        machine: Machine::detect(),
+        target: addr.to_string(),
+        workload: args.workload.as_str(),
+        params,
+        connections: args.connections,
+        mode,
+        duration_s: args.duration.map(|d| d.as_secs_f64()),
+        ops: args.ops,
+        baseline,
+        phases,
+        ratios,
+        verification,
+        passed,
+    })
+}
+
+async fn start_server(args: &Args, arbiters: Option<usize>) -> Result<Option<SpawnedServer>> {
+    match &args.spawn_server {
+        Some(bin) => {
+            let mut s = SpawnedServer::start(
+                bin,
+                arbiters,
+                args.durability.as_deref(),
+                &args.server_args,
+                args.out.as_deref(),
+            )?;
+            wait_healthy(&s.addr, Duration::from_secs(60)).await?;
+            if s.exited() {
+                return Err(LoadError::Args("spawned server exited".into()));
+            }
+            Ok(Some(s))
+        }
+        None => Ok(None),
+    }
+}
+
+async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
+    let server = start_server(args, args.arbiters).await?;
+    let addr = server
+        .as_ref()
+        .map(|s| s.addr.clone())
+        .unwrap_or_else(|| args.addr());
+    wait_healthy(&addr, Duration::from_secs(5)).await?;
+    let result = run_once(args, &addr, args.params(nonce), seed).await?;
+    drop(server);
+    let md = report::summary_markdown(&result);
+    println!("{md}");
+    if let Some(dir) = &args.out {
+        report::write_run(&result, dir)?;
+        eprintln!("wrote {}/result.json, summary.md, chart.svg", dir.display());
+    }
+    Ok(result.passed)
+}
+
+async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
+    let arbiter_sets: Vec<Option<usize>> = if args.spawn_server.is_some() {
+        args.sweep_arbiters
+            .iter()
+            .map(|a| Some(*a as usize))
+            .collect()
+    } else {
+        vec![None]
+    };
+    let mut points = Vec::new();
+    let mut all_passed = true;
+    let mut runs = Vec::new();
+    for arb in arbiter_sets {
+        let server = start_server(args, arb).await?;
+        let addr = server
+            .as_ref()
+            .map(|s| s.addr.clone())
+            .unwrap_or_else(|| args.addr());
+        wait_healthy(&addr, Duration::from_secs(5)).await?;
+        for (i, regions) in args.sweep_regions.iter().enumerate() {
+            let mut a = args.clone();
+            a.regions = Some(*regions);
+            // One baseline per server is enough; later points reuse it.
+            a.no_baseline = i > 0;
+            let mut r = run_once(&a, &addr, a.params(nonce + i as u64), seed).await?;
+            if i > 0 {
+                if let Some(prev) = runs.last().and_then(|x: &RunResult| x.baseline.clone()) {
+                    r.ratios = r
+                        .phases
+                        .iter()
+                        .filter(|p| p.name != "load")
+                        .map(|p| Ratio::of(p, &prev))
+                        .collect();
+                    r.baseline = Some(prev);
+                }
+            }
+            let run = r.phases.iter().find(|p| p.name == "run");
+            let (tput, p50, p99, errs) = run
+                .map(|p| {
+                    (
+                        p.summary.throughput,
+                        p.summary.latency.p50_us,
+                        p.summary.latency.p99_us,
+                        p.summary.errors,
+                    )
+                })
+                .unwrap_or_default();
+            let ratio = r
+                .ratios
+                .iter()
+                .find(|x| x.phase == "run")
+                .map(|x| x.throughput)
+                .unwrap_or(0.0);
+            eprintln!(
+                "arbiters {} regions {regions}: {tput:.0} ops/s ({ratio:.2} x healthz), p99 {:.2} ms",
+                arb.map(|a| a.to_string()).unwrap_or_else(|| "default".into()),
+                p99 as f64 / 1000.0
+            );
+            all_passed &= r.passed;
+            points.push(SweepPoint {
+                arbiters: arb,
+                regions: *regions,
+                throughput: tput,
+                ratio,
+                p50_us: p50,
+                p99_us: p99,
+                errors: errs,
+                passed: r.passed,
+            });
+            runs.push(r);
+        }
+        drop(server);
+    }
+    let machine = Machine::detect();
+    let md = report::sweep_markdown(&args.workload.as_str(), &machine, &points);
+    println!("{md}");
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("sweep.md"), &md)?;
+        std::fs::write(
+            dir.join("sweep.json"),
+            serde_json::to_string_pretty(&serde_json::json!({
+                "workload": args.workload.as_str(), "machine": machine, "points": points, "runs": runs,
+            }))?,
+        )?;
+        report::sweep_chart(&args.workload.as_str(), &points, &dir.join("sweep.svg"))?;
+        eprintln!("wrote {}/sweep.md, sweep.json, sweep.svg", dir.display());
+    }
+    Ok(all_passed)
+}
+
+/// Run the CLI with these arguments; returns the process exit code.
+pub fn main_with(args: Args) -> i32 {
+    if args.duration.is_none() && args.ops.is_none() {
+        eprintln!("kura-load: give --duration (e.g. 10s) and/or --ops");
+        return 2;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kura-load: cannot start runtime: {e}");
+            return 2;
+        }
+    };
+    let (secs, nanos) = now_unix();
+    let seed = args.seed.unwrap_or(nanos);
+    let nonce = secs * 1000 + (nanos / 1_000_000) % 1000;
+    let outcome = rt.block_on(async {
+        match args.sweep {
+            Some(SweepKind::Regions) => sweep(&args, seed, nonce).await,
+            None => single(&args, seed, nonce).await,
+        }
+    });
+    match outcome {
+        Ok(true) => 0,
+        Ok(false) => {
+            eprintln!("kura-load: correctness check FAILED");
+            1
+        }
+        Err(e) => {
+            eprintln!("kura-load: {e}");
+            2
+        }
+    }
+}
+
+/// Parse `std::env::args` and run.
+pub fn main() -> i32 {
+    main_with(Args::parse())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_units_and_bare_seconds() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("3 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn cli_accepts_pe_names_and_sweep_lists() {
+        let a = Args::try_parse_from([
+            "kura-load",
+            "-w",
+            "randomRead",
+            "--duration",
+            "5s",
+            "--sweep",
+            "regions",
+            "--sweep-regions",
+            "1,4",
+        ])
+        .expect("parse");
+        assert_eq!(a.workload, WorkloadName::RandomRead);
+        assert_eq!(a.sweep_regions, vec![1, 4]);
+        assert_eq!(a.addr(), "127.0.0.1:8080");
+    }
+}

@@ -1,0 +1,627 @@
+//! Result files: `result.json`, `summary.md` and an SVG chart of throughput and latency.
+//!
+//! # Invariants
+//! 1. Every figure of a phase is also stated as a ratio to the `/healthz` baseline of the same
+//!    run (same server, same connections, same bounds), when a baseline was measured.
+//! 2. `result.json` is the source of truth; `summary.md` and the chart are derived from it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LoadError, Result};
+use crate::runner::{Mode, PhaseResult};
+use crate::workload::{Params, Verification};
+
+/// The machine the run was made on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Host name.
+    pub hostname: String,
+    /// Logical cores.
+    pub cores: usize,
+    /// CPU model.
+    pub cpu: String,
+    /// Operating system.
+    pub os: String,
+}
+
+impl Machine {
+    /// Describe this machine.
+    pub fn detect() -> Machine {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let cpu = read("/proc/cpuinfo")
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let os = read("/etc/os-release")
+            .lines()
+            .find(|l| l.starts_with("PRETTY_NAME="))
+            .map(|l| {
+                l.trim_start_matches("PRETTY_NAME=")
+                    .trim_matches('"')
+                    .to_string()
+            })
+            .unwrap_or_else(|| std::env::consts::OS.to_string());
+        Machine {
+            hostname: read("/etc/hostname").trim().to_string(),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            cpu,
+            os,
+        }
+    }
+
+    /// One line: `"2 cores, <cpu>, <os>"`.
+    pub fn describe(&self) -> String {
+        format!("{} cores, {}, {}", self.cores, self.cpu, self.os)
+    }
+}
+
+/// A phase figure relative to the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    /// Phase name.
+    pub phase: String,
+    /// Phase ops/s ÷ baseline ops/s.
+    pub throughput: f64,
+    /// Phase p50 ÷ baseline p50.
+    pub p50: f64,
+    /// Phase p99 ÷ baseline p99.
+    pub p99: f64,
+}
+
+impl Ratio {
+    /// `phase` relative to `baseline`.
+    pub fn of(phase: &PhaseResult, baseline: &PhaseResult) -> Ratio {
+        let div = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        let (p, b) = (&phase.summary, &baseline.summary);
+        Ratio {
+            phase: phase.name.clone(),
+            throughput: div(p.throughput, b.throughput),
+            p50: div(p.latency.p50_us as f64, b.latency.p50_us as f64),
+            p99: div(p.latency.p99_us as f64, b.latency.p99_us as f64),
+        }
+    }
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// `kura-load`.
+    pub tool: String,
+    /// Crate version.
+    pub version: String,
+    /// Unix seconds at start.
+    pub started_at_unix: u64,
+    /// Where it ran.
+    pub machine: Machine,
+    /// `host:port` driven.
+    pub target: String,
+    /// Workload name.
+    pub workload: String,
+    /// Workload knobs.
+    pub params: Params,
+    /// Connections of the run phase.
+    pub connections: usize,
+    /// Pacing of the run phase.
+    pub mode: Mode,
+    /// Time bound, seconds.
+    pub duration_s: Option<f64>,
+    /// Operation bound.
+    pub ops: Option<u64>,
+    /// The `/healthz` baseline.
+    pub baseline: Option<PhaseResult>,
+    /// Load and run phases, in order.
+    pub phases: Vec<PhaseResult>,
+    /// Run phases relative to the baseline.
+    pub ratios: Vec<Ratio>,
+    /// End-of-run correctness check.
+    pub verification: Verification,
+    /// No correctness failure.
+    pub passed: bool,
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+fn mode_str(m: &Mode) -> String {
+    match m {
+        Mode::Closed => "closed".into(),
+        Mode::Open { rate } => format!("open {rate:.0}/s"),
+    }
+}
+
+/// The markdown summary of a run.
+pub fn summary_markdown(r: &RunResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# kura-load: {}\n", r.workload);
+    let _ = writeln!(
+        s,
+        "- machine: {} ({})",
+        r.machine.describe(),
+        r.machine.hostname
+    );
+    let _ = writeln!(s, "- target: {}, {} connections", r.target, r.connections);
+    let bound = match (r.duration_s, r.ops) {
+        (Some(d), Some(o)) => format!("{d} s or {o} ops"),
+        (Some(d), None) => format!("{d} s"),
+        (None, Some(o)) => format!("{o} ops"),
+        (None, None) => "-".into(),
+    };
+    let _ = writeln!(s, "- bound: {bound}\n");
+    let _ = writeln!(
+        s,
+        "| phase | mode | conns | ops | ops/s | x healthz | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let all = r.baseline.iter().chain(&r.phases);
+    for p in all {
+        let ratio = r
+            .ratios
+            .iter()
+            .find(|x| x.phase == p.name)
+            .map(|x| format!("{:.2}", x.throughput))
+            .unwrap_or_else(|| {
+                if p.name == "baseline" {
+                    "1.00".into()
+                } else {
+                    "-".into()
+                }
+            });
+        let m = &p.summary;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            p.name,
+            mode_str(&p.mode),
+            p.connections,
+            m.ops,
+            m.throughput,
+            ratio,
+            m.rows_per_s,
+            ms(m.latency.p50_us),
+            ms(m.latency.p99_us),
+            ms(m.latency.p999_us),
+            ms(m.latency.max_us),
+            m.errors
+        );
+    }
+    for p in &r.phases {
+        if p.name == "load" {
+            continue;
+        }
+        let _ = writeln!(s, "\n## {} by operation\n", p.name);
+        let _ = writeln!(s, "| kind | ops | p50 ms | p99 ms | p99.9 ms | max ms |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for (k, v) in &p.summary.kinds {
+            let l = &v.latency;
+            let _ = writeln!(
+                s,
+                "| {k} | {} | {} | {} | {} | {} |",
+                v.ops,
+                ms(l.p50_us),
+                ms(l.p99_us),
+                ms(l.p999_us),
+                ms(l.max_us)
+            );
+        }
+        if !p.summary.errors_by_status.is_empty() {
+            let e: Vec<String> = p
+                .summary
+                .errors_by_status
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            let _ = writeln!(s, "\nerrors by status: {}", e.join(", "));
+        }
+        if !p.summary.counters.is_empty() {
+            let c: Vec<String> = p
+                .summary
+                .counters
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            let _ = writeln!(s, "\ncounters: {}", c.join(", "));
+        }
+    }
+    let v = &r.verification;
+    if v.checked || !v.failures.is_empty() {
+        let verdict = if v.passed() { "PASSED" } else { "FAILED" };
+        let _ = writeln!(s, "\n## Correctness: {verdict}\n");
+        for n in &v.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+        for f in &v.failures {
+            let _ = writeln!(s, "- FAIL: {f}");
+        }
+    }
+    s
+}
+
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn chart_err<E: std::fmt::Display>(e: E) -> LoadError {
+    LoadError::Chart(e.to_string())
+}
+
+/// Draw throughput (top) and p99 latency (bottom) per second for every phase.
+pub fn timeline_chart(r: &RunResult, path: &Path) -> Result<()> {
+    let phases: Vec<&PhaseResult> = r.baseline.iter().chain(&r.phases).collect();
+    let xmax = phases
+        .iter()
+        .map(|p| p.summary.timeline.len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let tmax = phases
+        .iter()
+        .flat_map(|p| p.summary.timeline.iter().map(|t| t.ops as f64))
+        .fold(1.0, f64::max);
+    let lmax = phases
+        .iter()
+        .flat_map(|p| p.summary.timeline.iter().map(|t| t.p99_us as f64 / 1000.0))
+        .fold(0.1, f64::max);
+    let root = SVGBackend::new(path, (1000, 720)).into_drawing_area();
+    root.fill(&WHITE).map_err(chart_err)?;
+    let (top, bottom) = root.split_vertically(360);
+    let panels = [
+        (
+            top,
+            format!("{}: throughput per second", r.workload),
+            "ops/s",
+            tmax * 1.1,
+            true,
+        ),
+        (
+            bottom,
+            format!("{}: p99 latency per second", r.workload),
+            "ms",
+            lmax * 1.1,
+            false,
+        ),
+    ];
+    for (area, title, ylabel, ymax, is_tput) in panels {
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(32)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+            .map_err(chart_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since phase start")
+            .y_desc(ylabel)
+            .draw()
+            .map_err(chart_err)?;
+        for (i, p) in phases.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = p
+                .summary
+                .timeline
+                .iter()
+                .map(|t| {
+                    let y = if is_tput {
+                        t.ops as f64
+                    } else {
+                        t.p99_us as f64 / 1000.0
+                    };
+                    (t.second as f64 + 0.5, y)
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+                .map_err(chart_err)?
+                .label(p.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(chart_err)?;
+    }
+    root.present().map_err(chart_err)?;
+    Ok(())
+}
+
+/// Write `result.json`, `summary.md` and `chart.svg` into `dir`.
+pub fn write_run(r: &RunResult, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("result.json"), serde_json::to_string_pretty(r)?)?;
+    std::fs::write(dir.join("summary.md"), summary_markdown(r))?;
+    timeline_chart(r, &dir.join("chart.svg"))
+}
+
+/// One cell of the region-scaling sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Worker arbiters of the server (`None` = whatever the running server uses).
+    pub arbiters: Option<usize>,
+    /// Regions of the table.
+    pub regions: u32,
+    /// Run-phase throughput.
+    pub throughput: f64,
+    /// Ratio to the baseline of the same server.
+    pub ratio: f64,
+    /// Median latency.
+    pub p50_us: u64,
+    /// 99th percentile latency.
+    pub p99_us: u64,
+    /// Errors in the run phase.
+    pub errors: u64,
+    /// Correctness check passed.
+    pub passed: bool,
+}
+
+/// The markdown table of a sweep.
+pub fn sweep_markdown(workload: &str, machine: &Machine, points: &[SweepPoint]) -> String {
+    let mut s = format!(
+        "# Region-scaling sweep: {workload}\n\nmachine: {}\n\n",
+        machine.describe()
+    );
+    s.push_str("| arbiters | regions | ops/s | x healthz | p50 ms | p99 ms | errors | correct |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|\n");
+    for p in points {
+        let arb = p
+            .arbiters
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "server default".into());
+        let _ = writeln!(
+            s,
+            "| {arb} | {} | {:.0} | {:.2} | {} | {} | {} | {} |",
+            p.regions,
+            p.throughput,
+            p.ratio,
+            ms(p.p50_us),
+            ms(p.p99_us),
+            p.errors,
+            if p.passed { "yes" } else { "NO" }
+        );
+    }
+    s
+}
+
+/// Throughput against region count, one line per arbiter setting.
+pub fn sweep_chart(workload: &str, points: &[SweepPoint], path: &Path) -> Result<()> {
+    let mut groups: Vec<Option<usize>> = points.iter().map(|p| p.arbiters).collect();
+    groups.dedup();
+    let regions: Vec<u32> = {
+        let mut r: Vec<u32> = points.iter().map(|p| p.regions).collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    };
+    let ymax = points.iter().map(|p| p.throughput).fold(1.0, f64::max) * 1.15;
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(chart_err)?;
+    let n = regions.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{workload}: throughput by regions"),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..n - 0.5, 0f64..ymax)
+        .map_err(chart_err)?;
+    let labels = regions.clone();
+    chart
+        .configure_mesh()
+        .x_labels(regions.len().max(1))
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels
+                    .get(i as usize)
+                    .map(|r| r.to_string())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc("regions")
+        .y_desc("ops/s")
+        .draw()
+        .map_err(chart_err)?;
+    for (gi, g) in groups.iter().enumerate() {
+        let color = PALETTE[gi % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.arbiters == *g)
+            .filter_map(|p| {
+                regions
+                    .iter()
+                    .position(|r| *r == p.regions)
+                    .map(|i| (i as f64, p.throughput))
+            })
+            .collect();
+        let label = g
+            .map(|a| format!("{a} arbiter(s)"))
+            .unwrap_or_else(|| "server default".into());
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(chart_err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))
+            .map_err(chart_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(chart_err)?;
+    root.present().map_err(chart_err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Outcome, Recorder};
+    use std::time::Duration;
+
+    fn phase(name: &str, lat_ms: u64, n: u64) -> PhaseResult {
+        let mut rec = Recorder::new();
+        for i in 0..n {
+            rec.record(
+                "get",
+                Duration::from_millis(lat_ms),
+                Duration::from_millis(i * 10),
+                Outcome::Ok,
+                1,
+            );
+        }
+        PhaseResult {
+            name: name.into(),
+            mode: Mode::Closed,
+            connections: 4,
+            summary: rec.summary(Duration::from_secs(1)),
+        }
+    }
+
+    fn params() -> Params {
+        Params {
+            rows: 10,
+            value_size: 10,
+            multiget: 2,
+            records: 10,
+            field_length: 100,
+            distribution: None,
+            regions: Some(4),
+            no_load: false,
+            load_batch: 10,
+            expected_ops: 0,
+            users: 1,
+            urls: 1,
+            edges: 1,
+            nonce: 1,
+        }
+    }
+
+    fn result() -> RunResult {
+        let baseline = phase("baseline", 1, 200);
+        let run = phase("run", 2, 100);
+        RunResult {
+            tool: "kura-load".into(),
+            version: "0".into(),
+            started_at_unix: 1,
+            machine: Machine {
+                hostname: "h".into(),
+                cores: 2,
+                cpu: "c".into(),
+                os: "o".into(),
+            },
+            target: "127.0.0.1:1".into(),
+            workload: "random-read".into(),
+            params: params(),
+            connections: 4,
+            mode: Mode::Open { rate: 100.0 },
+            duration_s: Some(1.0),
+            ops: None,
+            ratios: vec![Ratio::of(&run, &baseline)],
+            baseline: Some(baseline),
+            phases: vec![run],
+            verification: Verification {
+                checked: true,
+                failures: vec!["x skipped".into()],
+                notes: vec![],
+            },
+            passed: false,
+        }
+    }
+
+    #[test]
+    fn ratios_compare_a_phase_with_the_healthz_baseline() {
+        let r = result();
+        let ratio = &r.ratios[0];
+        assert!((ratio.throughput - 0.5).abs() < 1e-9);
+        assert!((ratio.p50 - 2.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn run_result_round_trips_through_json() {
+        let r = result();
+        let text = serde_json::to_string(&r).expect("serialize");
+        let back: RunResult = serde_json::from_str(&text).expect("deserialize");
+        assert_eq!(back, r);
+        let v: serde_json::Value = serde_json::from_str(&text).expect("value");
+        assert_eq!(v["mode"]["mode"], "open");
+        assert_eq!(v["mode"]["rate"], 100.0);
+        assert_eq!(v["params"]["regions"], 4);
+        assert_eq!(v["baseline"]["summary"]["ops"], 200);
+    }
+
+    #[test]
+    fn summary_states_ratios_and_failures() {
+        let md = summary_markdown(&result());
+        assert!(
+            md.contains("| run | closed | 4 | 100 | 100 | 0.50 |"),
+            "{md}"
+        );
+        assert!(md.contains("Correctness: FAILED"));
+        assert!(md.contains("FAIL: x skipped"));
+    }
+
+    #[test]
+    fn charts_are_written_as_svg() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_run(&result(), dir.path()).expect("write");
+        let svg = std::fs::read_to_string(dir.path().join("chart.svg")).expect("chart");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("polyline"),
+            "{}",
+            &svg[..200.min(svg.len())]
+        );
+        let json = std::fs::read_to_string(dir.path().join("result.json")).expect("json");
+        assert!(json.contains("\"workload\": \"random-read\""));
+        let pts = vec![
+            SweepPoint {
+                arbiters: Some(1),
+                regions: 1,
+                throughput: 10.0,
+                ratio: 0.1,
+                p50_us: 1,
+                p99_us: 2,
+                errors: 0,
+                passed: true,
+            },
+            SweepPoint {
+                arbiters: Some(1),
+                regions: 2,
+                throughput: 20.0,
+                ratio: 0.2,
+                p50_us: 1,
+                p99_us: 2,
+                errors: 0,
+                passed: true,
+            },
+        ];
+        let path = dir.path().join("sweep.svg");
+        sweep_chart("w", &pts, &path).expect("sweep chart");
+        assert!(std::fs::read_to_string(&path)
+            .expect("svg")
+            .contains("polyline"));
+        let md = sweep_markdown("w", &result().machine, &pts);
+        assert!(md.contains("| 1 | 2 | 20 | 0.20 |"), "{md}");
+    }
+}

@@ -1,0 +1,281 @@
+//! Drives workers against the server: closed loop, open loop, and the load phase.
+//!
+//! # Invariants
+//! 1. One worker = one task = one keep-alive connection = at most one request in flight.
+//! 2. Closed loop: a worker issues its next operation as soon as the previous one returns;
+//!    latency is measured from the send.
+//! 3. Open loop: operation `i` is *intended* to start at `start + i / rate`. A worker takes the
+//!    next slot, waits until its intended time if it is early, and records latency from the
+//!    intended time, so time spent waiting for a free connection during a stall is counted
+//!    (no coordinated omission). Slots are never skipped to "catch up".
+//! 4. A phase ends at whichever comes first: `duration` elapsed or `ops` operations issued.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::client::Conn;
+use crate::error::{LoadError, Result};
+use crate::stats::{Outcome, Recorder, Summary};
+use crate::workload::{Worker, Workload};
+
+/// How operations are paced.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum Mode {
+    /// N connections, each sending back to back.
+    Closed,
+    /// A fixed schedule of `rate` operations per second over the connections.
+    Open {
+        /// Target operations per second.
+        rate: f64,
+    },
+}
+
+/// Bounds and shape of one phase.
+#[derive(Debug, Clone)]
+pub struct PhaseConfig {
+    /// Label (`baseline`, `load`, `run`, ...).
+    pub name: String,
+    /// `host:port`.
+    pub addr: String,
+    /// Connections (= workers).
+    pub connections: usize,
+    /// Time bound.
+    pub duration: Option<Duration>,
+    /// Operation bound.
+    pub ops: Option<u64>,
+    /// Pacing.
+    pub mode: Mode,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Show a progress bar.
+    pub progress: bool,
+    /// RNG seed.
+    pub seed: u64,
+}
+
+/// The outcome of one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// Label.
+    pub name: String,
+    /// Pacing used.
+    pub mode: Mode,
+    /// Connections used.
+    pub connections: usize,
+    /// What was measured.
+    pub summary: Summary,
+}
+
+fn progress_bar(cfg: &PhaseConfig) -> ProgressBar {
+    if !cfg.progress {
+        return ProgressBar::hidden();
+    }
+    let (len, unit) = match (cfg.ops, cfg.duration) {
+        (Some(n), None) => (n, "ops"),
+        (_, Some(d)) => (d.as_millis() as u64, "ms"),
+        (None, None) => (0, "ops"),
+    };
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(4));
+    let template =
+        format!("{{prefix:>9}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit} {{msg}}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        pb.set_style(style);
+    }
+    pb.set_prefix(cfg.name.clone());
+    pb
+}
+
+/// Run one phase of `workload` and merge every worker's recorder.
+pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<PhaseResult> {
+    if cfg.connections == 0 {
+        return Err(LoadError::Args("--connections must be at least 1".into()));
+    }
+    if cfg.duration.is_none() && cfg.ops.is_none() {
+        return Err(LoadError::Args("give --duration or --ops".into()));
+    }
+    let (dist, keys) = workload.distribution();
+    let issued = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let pb = progress_bar(cfg);
+    let mut handles = Vec::with_capacity(cfg.connections);
+    for idx in 0..cfg.connections {
+        let workload = workload.clone();
+        let (issued, done, errors, stop) =
+            (issued.clone(), done.clone(), errors.clone(), stop.clone());
+        let mut conn = Conn::new(&cfg.addr, cfg.timeout)?;
+        let mut worker = Worker::new(idx, cfg.seed, dist, keys);
+        let (mode, max_ops) = (cfg.mode, cfg.ops);
+        handles.push(tokio::spawn(async move {
+            let mut rec = Recorder::new();
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let slot = issued.fetch_add(1, Ordering::Relaxed);
+                if max_ops.is_some_and(|m| slot >= m) {
+                    break;
+                }
+                let intended = match mode {
+                    Mode::Closed => None,
+                    Mode::Open { rate } => {
+                        Some(start + Duration::from_secs_f64(slot as f64 / rate))
+                    }
+                };
+                if let (Some(t), Some(d)) = (intended, deadline) {
+                    if t >= d {
+                        break;
+                    }
+                }
+                // Closed loop stops at the deadline; open loop drains every slot scheduled
+                // before it (invariant 3: a backlog is latency, not something to drop).
+                if intended.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+                if let Some(t) = intended {
+                    tokio::time::sleep_until(t.into()).await;
+                }
+                let sent = Instant::now();
+                let op = workload.op(&mut worker, &mut conn, &mut rec).await;
+                let now = Instant::now();
+                let latency = now - intended.unwrap_or(sent);
+                rec.record(op.kind, latency, now - start, op.outcome, op.rows);
+                done.fetch_add(1, Ordering::Relaxed);
+                if op.outcome != Outcome::Ok {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            rec
+        }));
+    }
+    // Progress ticker; also the place that notices the deadline for sleeping workers.
+    let ticker = {
+        let (done, errors, pb) = (done.clone(), errors.clone(), pb.clone());
+        let ops_bound = cfg.ops.is_some() && cfg.duration.is_none();
+        tokio::spawn(async move {
+            let mut last = (Instant::now(), 0u64);
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let n = done.load(Ordering::Relaxed);
+                let now = Instant::now();
+                let rate = (n - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-6);
+                last = (now, n);
+                pb.set_position(if ops_bound {
+                    n
+                } else {
+                    start.elapsed().as_millis() as u64
+                });
+                pb.set_message(format!(
+                    "{n} ops, {rate:.0} ops/s, {} errors",
+                    errors.load(Ordering::Relaxed)
+                ));
+            }
+        })
+    };
+    let mut total = Recorder::new();
+    for h in handles {
+        match h.await {
+            Ok(rec) => total.merge(&rec),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                ticker.abort();
+                return Err(LoadError::Http(format!("worker task failed: {e}")));
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    ticker.abort();
+    pb.finish_and_clear();
+    Ok(PhaseResult {
+        name: cfg.name.clone(),
+        mode: cfg.mode,
+        connections: cfg.connections,
+        summary: total.summary(elapsed),
+    })
+}
+
+/// Load `rows` rows in batches of `batch` over `connections` workers.
+pub async fn load_phase(
+    cfg: &PhaseConfig,
+    workload: Arc<Workload>,
+    rows: u64,
+    batch: u64,
+) -> Result<PhaseResult> {
+    let next = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let pb = if cfg.progress {
+        let pb = ProgressBar::with_draw_target(Some(rows), ProgressDrawTarget::stderr_with_hz(4));
+        if let Ok(s) = ProgressStyle::with_template(
+            "{prefix:>9} [{elapsed_precise}] {bar:30} {pos}/{len} rows",
+        ) {
+            pb.set_style(s);
+        }
+        pb.set_prefix(cfg.name.clone());
+        pb
+    } else {
+        ProgressBar::hidden()
+    };
+    let batch = batch.max(1);
+    let mut handles = Vec::new();
+    for idx in 0..cfg.connections {
+        let (workload, next, done, pb) = (workload.clone(), next.clone(), done.clone(), pb.clone());
+        let mut conn = Conn::new(&cfg.addr, cfg.timeout)?;
+        let mut worker = Worker::new(idx, cfg.seed, crate::keygen::Distribution::Uniform, 1);
+        handles.push(tokio::spawn(async move {
+            let mut rec = Recorder::new();
+            let mut first_error: Option<LoadError> = None;
+            loop {
+                let from = next.fetch_add(batch, Ordering::Relaxed);
+                if from >= rows {
+                    break;
+                }
+                let to = (from + batch).min(rows);
+                let (path, body) = workload.load_batch(&mut worker, from, to);
+                let sent = Instant::now();
+                let r = conn.put_json(&path, body).await;
+                let now = Instant::now();
+                let outcome = crate::workload::judge(&r, &[200]);
+                rec.record("load_batch", now - sent, now - start, outcome, to - from);
+                if outcome != Outcome::Ok && first_error.is_none() {
+                    first_error = Some(match r {
+                        Ok(resp) => LoadError::Setup {
+                            step: format!("load rows {from}..{to}"),
+                            status: resp.status,
+                            body: resp.body_snippet(),
+                        },
+                        Err(e) => e,
+                    });
+                }
+                pb.set_position(done.fetch_add(to - from, Ordering::Relaxed) + (to - from));
+            }
+            (rec, first_error)
+        }));
+    }
+    let mut total = Recorder::new();
+    for h in handles {
+        let (rec, err) = h
+            .await
+            .map_err(|e| LoadError::Http(format!("load task failed: {e}")))?;
+        if let Some(e) = err {
+            pb.finish_and_clear();
+            return Err(e);
+        }
+        total.merge(&rec);
+    }
+    pb.finish_and_clear();
+    Ok(PhaseResult {
+        name: cfg.name.clone(),
+        mode: Mode::Closed,
+        connections: cfg.connections,
+        summary: total.summary(start.elapsed()),
+    })
+}

@@ -1,0 +1,678 @@
+//! The four applications under `/apps/` as workloads, each with a correctness oracle.
+//!
+//! - blog: users post articles and read their newest-first pages; a page walk must never
+//!   repeat an article, never go back in time, and never skip an article that existed (was
+//!   acknowledged) before the walk began. At the end every user's full list must equal the
+//!   articles acknowledged for them.
+//! - actions: users record actions and read pages with `offset`; at the end every user's full
+//!   list must equal the actions acknowledged.
+//! - counter: zipfian hot URLs of one run-unique domain get hits; at the end the server's
+//!   per-URL and domain totals must equal the hits acknowledged.
+//! - graph: a CAS storm of PATCH / DELETE / re-create on the same relationship(s); at the end
+//!   the adjacency lists of both nodes must show exactly the relationship row (or nothing).
+//!
+//! # Invariants
+//! 1. Every run writes under ids derived from its nonce, so data left by earlier runs in the
+//!    same tables cannot satisfy or break this run's checks.
+//! 2. A write whose outcome is unknown (timeout, broken connection) is counted in `unknown`
+//!    and widens the accepted range by one; it is never assumed to have happened or not.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rand::Rng;
+use serde_json::{json, Value};
+
+use super::{expect_status, judge, Op, Params, Verification, Worker};
+use crate::client::{Conn, Resp};
+use crate::error::{LoadError, Result};
+use crate::stats::{Outcome, Recorder};
+
+/// Failures kept from the run phase (more are counted, not stored).
+const MAX_STORED_FAILURES: usize = 20;
+
+fn parse(what: &str, r: &Resp) -> Result<Value> {
+    serde_json::from_slice(&r.body).map_err(|e| LoadError::Decode {
+        what: what.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+fn note_failure(store: &Mutex<Vec<String>>, count: &AtomicU64, msg: String) {
+    count.fetch_add(1, Ordering::Relaxed);
+    let mut s = store.lock().unwrap_or_else(|p| p.into_inner());
+    if s.len() < MAX_STORED_FAILURES {
+        s.push(msg);
+    }
+}
+
+/// Which application a [`ListApp`] drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListKind {
+    Blog,
+    Actions,
+}
+
+impl ListKind {
+    fn base(self, user: u64) -> String {
+        match self {
+            ListKind::Blog => format!("/apps/blog/users/{user}/articles"),
+            ListKind::Actions => format!("/apps/actions/users/{user}"),
+        }
+    }
+    fn list_field(self) -> &'static str {
+        match self {
+            ListKind::Blog => "articles",
+            ListKind::Actions => "actions",
+        }
+    }
+    fn id_field(self) -> &'static str {
+        match self {
+            ListKind::Blog => "article_id",
+            ListKind::Actions => "action_id",
+        }
+    }
+    fn time_field(self) -> &'static str {
+        match self {
+            ListKind::Blog => "post_at",
+            ListKind::Actions => "stamp",
+        }
+    }
+}
+
+/// An item of a newest-first list: id and time.
+type Item = (u64, i64);
+
+/// A page walk.
+struct Walk {
+    items: Vec<Item>,
+    complete: bool,
+}
+
+/// A per-user newest-first list application (blog or actions).
+pub struct ListApp {
+    kind: ListKind,
+    users: u64,
+    base_user: u64,
+    created: Mutex<HashMap<u64, Vec<Item>>>,
+    unknown: AtomicU64,
+    failures: Mutex<Vec<String>>,
+    failure_count: AtomicU64,
+}
+
+/// The blog workload.
+pub type Blog = ListApp;
+/// The action-log workload.
+pub type Actions = ListApp;
+
+impl ListApp {
+    fn with_kind(kind: ListKind, p: &Params) -> ListApp {
+        ListApp {
+            kind,
+            users: p.users.max(1),
+            // Large, run-unique user ids (invariant 1).
+            base_user: (p.nonce % 1_000_000_000) * 100_000 + 1,
+            created: Mutex::new(HashMap::new()),
+            unknown: AtomicU64::new(0),
+            failures: Mutex::new(Vec::new()),
+            failure_count: AtomicU64::new(0),
+        }
+    }
+
+    /// The blog workload.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(p: &Params) -> ListApp {
+        ListApp::with_kind(ListKind::Blog, p)
+    }
+
+    /// The action-log workload.
+    pub fn new_actions(p: &Params) -> ListApp {
+        ListApp::with_kind(ListKind::Actions, p)
+    }
+
+    fn item_of(&self, v: &Value) -> Option<Item> {
+        Some((
+            v.get(self.kind.id_field())?.as_u64()?,
+            v.get(self.kind.time_field())?.as_i64()?,
+        ))
+    }
+
+    async fn walk(
+        &self,
+        conn: &mut Conn,
+        user: u64,
+        limit: u32,
+        max_pages: u64,
+        offset: Option<u32>,
+    ) -> std::result::Result<Walk, (Outcome, String)> {
+        let base = self.kind.base(user);
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let mut path = format!("{base}?limit={limit}");
+            if let Some(o) = offset {
+                let _ = write!(path, "&offset={o}");
+            }
+            if let Some(a) = &after {
+                let enc =
+                    percent_encoding::utf8_percent_encode(a, percent_encoding::NON_ALPHANUMERIC);
+                let _ = write!(path, "&after={enc}");
+            }
+            let r = conn.get(&path).await;
+            let outcome = judge(&r, &[200]);
+            let resp = match r {
+                Ok(resp) if outcome == Outcome::Ok => resp,
+                Ok(resp) => return Err((outcome, format!("GET {path}: {}", resp.body_snippet()))),
+                Err(e) => return Err((outcome, format!("GET {path}: {e}"))),
+            };
+            let v = parse("list page", &resp).map_err(|e| (Outcome::Invalid, e.to_string()))?;
+            let list = v
+                .get(self.kind.list_field())
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    (
+                        Outcome::Invalid,
+                        format!("GET {path}: no `{}` array", self.kind.list_field()),
+                    )
+                })?;
+            for it in list {
+                let item = self.item_of(it).ok_or_else(|| {
+                    (
+                        Outcome::Invalid,
+                        format!("GET {path}: item without id/time"),
+                    )
+                })?;
+                items.push(item);
+            }
+            pages += 1;
+            match v.get("next").and_then(Value::as_str) {
+                Some(next) => after = Some(next.to_string()),
+                None => {
+                    return Ok(Walk {
+                        items,
+                        complete: true,
+                    })
+                }
+            }
+            if pages >= max_pages {
+                return Ok(Walk {
+                    items,
+                    complete: false,
+                });
+            }
+        }
+    }
+
+    /// Check a walk against the items known to exist before it began.
+    fn check_walk(&self, user: u64, walk: &Walk, known: &[Item]) -> Vec<String> {
+        let mut errs = Vec::new();
+        let mut seen = HashSet::new();
+        for (i, (id, t)) in walk.items.iter().enumerate() {
+            if !seen.insert(*id) {
+                errs.push(format!("user {user}: item {id} repeated in one walk"));
+            }
+            if i > 0 && walk.items[i - 1].1 < *t {
+                errs.push(format!(
+                    "user {user}: item {id} at {t} after an older item (order)"
+                ));
+            }
+        }
+        let oldest = walk.items.last().map(|x| x.1).unwrap_or(i64::MAX);
+        for (id, t) in known {
+            let must_see = walk.complete || *t > oldest;
+            if must_see && !seen.contains(id) {
+                errs.push(format!(
+                    "user {user}: item {id} (time {t}) skipped by the page walk"
+                ));
+            }
+        }
+        errs
+    }
+
+    /// One operation: 40% write, 60% page walk (1..=3 pages).
+    pub async fn op(&self, w: &mut Worker, conn: &mut Conn, _rec: &mut Recorder) -> Op {
+        let user = self.base_user + w.rng.gen_range(0..self.users);
+        w.seq += 1;
+        if w.rng.gen_bool(0.4) {
+            let body = match self.kind {
+                ListKind::Blog => json!({
+                    "title": format!("post {} of worker {}", w.seq, w.idx),
+                    "content": String::from_utf8_lossy(w.value(200)).into_owned(),
+                    "category_id": w.rng.gen_range(1..=4u32),
+                    "category_name": "bench",
+                    "user_name": format!("u{user}"),
+                }),
+                ListKind::Actions => json!({ "name": format!("act{}", w.seq % 16) }),
+            };
+            let r = conn
+                .post_json(&self.kind.base(user), body.to_string())
+                .await;
+            let outcome = judge(&r, &[201]);
+            match (&r, outcome) {
+                (Ok(resp), Outcome::Ok) => {
+                    match parse("created item", resp)
+                        .ok()
+                        .and_then(|v| self.item_of(&v))
+                    {
+                        Some(item) => {
+                            let mut c = self.created.lock().unwrap_or_else(|p| p.into_inner());
+                            c.entry(user).or_default().push(item);
+                        }
+                        None => {
+                            note_failure(
+                                &self.failures,
+                                &self.failure_count,
+                                format!("user {user}: created item without id/time"),
+                            );
+                            return Op {
+                                kind: "post",
+                                outcome: Outcome::Invalid,
+                                rows: 0,
+                            };
+                        }
+                    }
+                }
+                (Err(_), _) => {
+                    self.unknown.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            }
+            Op {
+                kind: "post",
+                outcome,
+                rows: 0,
+            }
+        } else {
+            let known: Vec<Item> = {
+                let c = self.created.lock().unwrap_or_else(|p| p.into_inner());
+                c.get(&user).cloned().unwrap_or_default()
+            };
+            let pages = w.rng.gen_range(1..=3);
+            let offset = match self.kind {
+                ListKind::Actions if w.rng.gen_bool(0.3) => Some(w.rng.gen_range(0..20)),
+                _ => None,
+            };
+            match self.walk(conn, user, 10, pages, offset).await {
+                Ok(walk) => {
+                    let errs = if offset.is_some() {
+                        // An offset walk skips on purpose; only order and repeats apply.
+                        self.check_walk(user, &walk, &[])
+                    } else {
+                        self.check_walk(user, &walk, &known)
+                    };
+                    let rows = walk.items.len() as u64;
+                    let outcome = if errs.is_empty() {
+                        Outcome::Ok
+                    } else {
+                        Outcome::Invalid
+                    };
+                    for e in errs {
+                        note_failure(&self.failures, &self.failure_count, e);
+                    }
+                    Op {
+                        kind: "page_walk",
+                        outcome,
+                        rows,
+                    }
+                }
+                Err((outcome, _)) => Op {
+                    kind: "page_walk",
+                    outcome,
+                    rows: 0,
+                },
+            }
+        }
+    }
+
+    /// Walk every user's whole list and compare it with what was acknowledged.
+    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+        let mut v = Verification {
+            checked: true,
+            ..Verification::default()
+        };
+        let created = self
+            .created
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let unknown = self.unknown.load(Ordering::Relaxed);
+        let mut extras_total = 0u64;
+        let mut items_total = 0usize;
+        for (user, items) in &created {
+            let walk = match self.walk(conn, *user, 7, 1_000_000, None).await {
+                Ok(w) => w,
+                Err((_, msg)) => {
+                    v.failures.push(format!("final walk of user {user}: {msg}"));
+                    continue;
+                }
+            };
+            v.failures.extend(self.check_walk(*user, &walk, items));
+            let mine: HashSet<u64> = items.iter().map(|x| x.0).collect();
+            extras_total += walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
+            items_total += walk.items.len();
+        }
+        if extras_total > unknown {
+            v.failures.push(format!(
+                "{extras_total} listed items were never acknowledged (only {unknown} writes had an unknown outcome)"
+            ));
+        }
+        let run_failures = self.failure_count.load(Ordering::Relaxed);
+        if run_failures > 0 {
+            v.failures.push(format!(
+                "{run_failures} page walks during the run failed their checks:"
+            ));
+            v.failures.extend(
+                self.failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .cloned(),
+            );
+        }
+        let acked: usize = created.values().map(Vec::len).sum();
+        v.notes.push(format!(
+            "{} users, {acked} acknowledged writes, {items_total} items listed by the final walks (page size 7), {unknown} unknown outcomes",
+            created.len()
+        ));
+        Ok(v)
+    }
+}
+
+/// The access-counter workload.
+pub struct Counter {
+    domain: String,
+    urls: u64,
+    acked: Vec<AtomicU64>,
+    unknown: AtomicU64,
+}
+
+impl Counter {
+    /// A counter workload over `--urls` paths of a run-unique domain.
+    pub fn new(p: &Params) -> Counter {
+        let urls = p.urls.max(1);
+        Counter {
+            domain: format!("r{}.kura-bench.test", p.nonce),
+            urls,
+            acked: (0..urls).map(|_| AtomicU64::new(0)).collect(),
+            unknown: AtomicU64::new(0),
+        }
+    }
+
+    /// Distinct URLs.
+    pub fn urls(&self) -> u64 {
+        self.urls
+    }
+
+    /// One operation: 90% hit on a zipfian URL, 10% read of that URL's total.
+    pub async fn op(&self, w: &mut Worker, conn: &mut Conn, _rec: &mut Recorder) -> Op {
+        let k = w.chooser.next(&mut w.rng, self.urls);
+        if w.rng.gen_bool(0.9) {
+            let body = format!("{{\"domain\":\"{}\",\"path\":\"/p{k}\"}}", self.domain);
+            let r = conn.post_json("/apps/counter/hits", body).await;
+            let outcome = judge(&r, &[200]);
+            match (&r, outcome) {
+                (Ok(_), Outcome::Ok) => {
+                    self.acked[k as usize].fetch_add(1, Ordering::Relaxed);
+                }
+                (Err(_), _) => {
+                    self.unknown.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            }
+            Op {
+                kind: "hit",
+                outcome,
+                rows: 0,
+            }
+        } else {
+            let r = conn
+                .get(&format!(
+                    "/apps/counter/total?domain={}&path=/p{k}",
+                    self.domain
+                ))
+                .await;
+            Op::judged("total", &r, &[200])
+        }
+    }
+
+    /// Compare the server's totals with the hits acknowledged.
+    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+        let mut v = Verification {
+            checked: true,
+            ..Verification::default()
+        };
+        let unknown = self.unknown.load(Ordering::Relaxed);
+        let r = expect_status(
+            "counter total",
+            conn.get(&format!("/apps/counter/total?domain={}", self.domain))
+                .await,
+            &[200],
+        )?;
+        let body = parse("counter total", &r)?;
+        let mut server: HashMap<String, u64> = HashMap::new();
+        for c in body
+            .get("counts")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+        {
+            let path = c
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let count = c.get("count").and_then(Value::as_u64).unwrap_or(0);
+            *server.entry(path).or_insert(0) += count;
+        }
+        let total = body.get("total").and_then(Value::as_u64).unwrap_or(0);
+        let mut sent = 0u64;
+        for (k, a) in self.acked.iter().enumerate() {
+            let a = a.load(Ordering::Relaxed);
+            sent += a;
+            let got = server.remove(&format!("/p{k}")).unwrap_or(0);
+            if got < a || got > a + unknown {
+                v.failures.push(format!(
+                    "/p{k}: server counts {got}, {a} hits acknowledged ({unknown} unknown)"
+                ));
+            }
+        }
+        for (path, n) in server {
+            v.failures
+                .push(format!("{path}: {n} hits counted for a path never hit"));
+        }
+        if total < sent || total > sent + unknown {
+            v.failures.push(format!(
+                "domain total {total} != {sent} hits acknowledged ({unknown} unknown)"
+            ));
+        }
+        v.notes.push(format!(
+            "domain {}: {sent} hits acknowledged over {} URLs, server total {total}, {unknown} unknown",
+            self.domain, self.urls
+        ));
+        Ok(v)
+    }
+}
+
+/// The graph CAS-storm workload.
+pub struct Graph {
+    a: String,
+    ends: Vec<String>,
+    typ: &'static str,
+}
+
+impl Graph {
+    /// A storm on `--edges` relationships `a -KNOWS-> b_i` between run-unique nodes.
+    pub fn new(p: &Params) -> Graph {
+        let a = format!("bench{}-a", p.nonce);
+        let ends = (0..p.edges.max(1))
+            .map(|i| format!("bench{}-b{i}", p.nonce))
+            .collect();
+        Graph {
+            a,
+            ends,
+            typ: "KNOWS",
+        }
+    }
+
+    fn rel_path(&self, end: &str) -> String {
+        format!("/apps/graph/relationships/{}/{}/{}", self.a, self.typ, end)
+    }
+
+    /// Create the nodes and the relationships.
+    pub async fn prepare(&self, conn: &mut Conn) -> Result<()> {
+        for id in std::iter::once(&self.a).chain(&self.ends) {
+            let body = json!({ "id": id, "properties": { "role": "bench" } }).to_string();
+            expect_status(
+                "create graph node",
+                conn.post_json("/apps/graph/nodes", body).await,
+                &[201],
+            )?;
+        }
+        for end in &self.ends {
+            let body = json!({ "start": self.a, "type": self.typ, "end": end,
+                               "properties": { "seed": "1" } })
+            .to_string();
+            expect_status(
+                "create relationship",
+                conn.post_json("/apps/graph/relationships", body).await,
+                &[201],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// One storm operation: 55% PATCH, 20% DELETE, 25% re-create.
+    pub async fn op(&self, w: &mut Worker, conn: &mut Conn, rec: &mut Recorder) -> Op {
+        let end = &self.ends[w.rng.gen_range(0..self.ends.len())];
+        w.seq += 1;
+        let dice: f64 = w.rng.gen();
+        if dice < 0.55 {
+            let mut body = json!({ "put": { format!("w{}", w.idx): format!("{}", w.seq),
+                                            "last": format!("{}-{}", w.idx, w.seq) } });
+            if w.rng.gen_bool(0.3) {
+                body["delete"] = json!([format!("w{}", w.rng.gen_range(0..8))]);
+            }
+            let r = conn.patch_json(&self.rel_path(end), body.to_string()).await;
+            match &r {
+                Ok(x) if x.status == 200 => rec.count("patch_200", 1),
+                Ok(x) if x.status == 404 => rec.count("patch_404", 1),
+                _ => {}
+            }
+            Op::judged("patch", &r, &[200, 404])
+        } else if dice < 0.75 {
+            let r = conn.delete(&self.rel_path(end)).await;
+            match &r {
+                Ok(x) if x.status == 204 => rec.count("delete_204", 1),
+                Ok(x) if x.status == 404 => rec.count("delete_404", 1),
+                _ => {}
+            }
+            Op::judged("delete", &r, &[204, 404])
+        } else {
+            let body = json!({ "start": self.a, "type": self.typ, "end": end,
+                               "properties": { "created_by": format!("w{}-{}", w.idx, w.seq) } })
+            .to_string();
+            let r = conn.post_json("/apps/graph/relationships", body).await;
+            match &r {
+                Ok(x) if x.status == 201 => rec.count("create_201", 1),
+                Ok(x) if x.status == 409 => rec.count("create_409", 1),
+                _ => {}
+            }
+            Op::judged("create", &r, &[201, 409])
+        }
+    }
+
+    async fn adjacency(&self, conn: &mut Conn, node: &str, direction: &str) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..10_000 {
+            let mut path = format!(
+                "/apps/graph/nodes/{node}/relationships?type={}&direction={direction}&limit=1000",
+                self.typ
+            );
+            if let Some(a) = &after {
+                let enc =
+                    percent_encoding::utf8_percent_encode(a, percent_encoding::NON_ALPHANUMERIC);
+                let _ = write!(path, "&after={enc}");
+            }
+            let r = expect_status("adjacency list", conn.get(&path).await, &[200])?;
+            let v = parse("adjacency list", &r)?;
+            out.extend(
+                v.get("relationships")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            match v.get("next").and_then(Value::as_str) {
+                Some(n) => after = Some(n.to_string()),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each node's adjacency must show exactly the relationship row's properties.
+    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+        let mut v = Verification {
+            checked: true,
+            ..Verification::default()
+        };
+        let outgoing = self.adjacency(conn, &self.a, "outgoing").await?;
+        let mut live = 0;
+        for end in &self.ends {
+            let r = conn.get(&self.rel_path(end)).await?;
+            let row_props = match r.status {
+                200 => Some(
+                    parse("relationship", &r)?
+                        .get("properties")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                ),
+                404 => None,
+                s => {
+                    v.failures
+                        .push(format!("GET relationship to {end}: HTTP {s}"));
+                    continue;
+                }
+            };
+            live += usize::from(row_props.is_some());
+            let incoming = self.adjacency(conn, end, "incoming").await?;
+            let from_a: Vec<&Value> = outgoing
+                .iter()
+                .filter(|e| e.get("end").and_then(Value::as_str) == Some(end.as_str()))
+                .collect();
+            let to_b: Vec<&Value> = incoming
+                .iter()
+                .filter(|e| e.get("start").and_then(Value::as_str) == Some(self.a.as_str()))
+                .collect();
+            for (side, entries) in [("outgoing of start", &from_a), ("incoming of end", &to_b)] {
+                match &row_props {
+                    None if !entries.is_empty() => v.failures.push(format!(
+                        "{end}: relationship deleted but {side} lists {} entries",
+                        entries.len()
+                    )),
+                    Some(p) if entries.len() != 1 => v.failures.push(format!(
+                        "{end}: relationship exists ({p}) but {side} lists {} entries",
+                        entries.len()
+                    )),
+                    Some(p) => {
+                        let shown = entries[0].get("properties").cloned().unwrap_or(Value::Null);
+                        if &shown != p {
+                            v.failures.push(format!(
+                                "{end}: {side} shows {shown} but the relationship row has {p}"
+                            ));
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+        v.notes.push(format!(
+            "{} relationships stormed, {live} alive at the end; adjacency compared on both nodes",
+            self.ends.len()
+        ));
+        Ok(v)
+    }
+}

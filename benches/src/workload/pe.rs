@@ -1,0 +1,266 @@
+//! HBase PerformanceEvaluation operations over the REST API.
+//!
+//! Table `TestTable`, family `info`, qualifier `0`, row keys zero-padded to 26 decimal digits
+//! (as `hbase pe` does). Read, scan, multi-get and check-and-put runs first load `--rows` rows.
+//!
+//! # Invariants
+//! 1. Reads and scans only touch keys `0..rows`, all written by the load phase, so a 404 or a
+//!    short scan is counted as an error (`invalid` for a short scan).
+//! 2. checkAndPut compares column `info:cas` with the row key, which the load phase wrote and
+//!    every put writes again, so every check must pass: a 304 is an error.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::Rng;
+
+use super::{recreate_table, Op, Params, Worker, WorkloadName};
+use crate::cellset::{self, CellRef};
+use crate::client::Conn;
+use crate::error::Result;
+use crate::stats::{Outcome, Recorder};
+
+const TABLE: &str = "TestTable";
+const COL: &[u8] = b"info:0";
+const CAS_COL: &[u8] = b"info:cas";
+const COUNTER_COL: &[u8] = b"info:counter";
+
+/// Format key number `i` the way PE does.
+pub fn pe_key(i: u64) -> String {
+    format!("{i:026}")
+}
+
+/// A PE workload.
+pub struct Pe {
+    name: WorkloadName,
+    rows: u64,
+    value_size: usize,
+    multiget: usize,
+    regions: Option<u32>,
+    no_load: bool,
+    load_batch: usize,
+    seq: AtomicU64,
+}
+
+impl Pe {
+    /// A PE workload from the CLI knobs.
+    pub fn new(name: WorkloadName, p: &Params) -> Pe {
+        Pe {
+            name,
+            rows: p.rows.max(1),
+            value_size: p.value_size,
+            multiget: p.multiget.max(1),
+            regions: p.regions,
+            no_load: p.no_load,
+            load_batch: p.load_batch.max(1),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    /// Key space size.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn needs_data(&self) -> bool {
+        use WorkloadName as W;
+        matches!(
+            self.name,
+            W::SequentialRead
+                | W::RandomRead
+                | W::MultiGet
+                | W::Scan10
+                | W::Scan100
+                | W::Scan1000
+                | W::CheckAndPut
+        )
+    }
+
+    /// Create `TestTable` (unless `--no-load`).
+    pub async fn prepare(&self, conn: &mut Conn) -> Result<()> {
+        if self.no_load {
+            return Ok(());
+        }
+        recreate_table(conn, TABLE, &["info"], self.regions).await
+    }
+
+    /// Rows to load before the run.
+    pub fn load_rows(&self) -> u64 {
+        if self.needs_data() && !self.no_load {
+            self.rows
+        } else {
+            0
+        }
+    }
+
+    /// Rows per load request.
+    pub fn batch(&self) -> usize {
+        self.load_batch
+    }
+
+    /// One multi-row PUT for keys `from..to`.
+    pub fn load_batch(&self, w: &mut Worker, from: u64, to: u64) -> (String, String) {
+        let mut body = String::from("{\"Row\":[");
+        for i in from..to {
+            if i > from {
+                body.push(',');
+            }
+            let key = pe_key(i);
+            let value = w.value(self.value_size).to_vec();
+            let cells = [
+                CellRef {
+                    column: COL,
+                    value: &value,
+                },
+                CellRef {
+                    column: CAS_COL,
+                    value: key.as_bytes(),
+                },
+            ];
+            cellset::push_row(&mut body, key.as_bytes(), &cells);
+        }
+        body.push_str("]}");
+        (format!("/{TABLE}/$multiput"), body)
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) % self.rows
+    }
+
+    /// One PE operation.
+    pub async fn op(&self, w: &mut Worker, conn: &mut Conn, rec: &mut Recorder) -> Op {
+        use WorkloadName as W;
+        match self.name {
+            W::SequentialWrite | W::RandomWrite => {
+                let i = if self.name == W::SequentialWrite {
+                    self.next_seq()
+                } else {
+                    w.rng.gen_range(0..self.rows)
+                };
+                let key = pe_key(i);
+                let value = w.value(self.value_size).to_vec();
+                let body = cellset::one_row(
+                    key.as_bytes(),
+                    &[CellRef {
+                        column: COL,
+                        value: &value,
+                    }],
+                );
+                let r = conn.put_json(&format!("/{TABLE}/{key}"), body).await;
+                Op::judged("put", &r, &[200])
+            }
+            W::SequentialRead | W::RandomRead => {
+                let i = if self.name == W::SequentialRead {
+                    self.next_seq()
+                } else {
+                    w.rng.gen_range(0..self.rows)
+                };
+                let r = conn.get(&format!("/{TABLE}/{}/info:0", pe_key(i))).await;
+                Op::judged("get", &r, &[200])
+            }
+            W::MultiGet => {
+                let want = self.multiget.min(self.rows as usize);
+                let mut keys = HashSet::with_capacity(want);
+                while keys.len() < want {
+                    keys.insert(w.rng.gen_range(0..self.rows));
+                }
+                let mut path = format!("/{TABLE}/multiget");
+                for (n, k) in keys.iter().enumerate() {
+                    let sep = if n == 0 { '?' } else { '&' };
+                    let _ = write!(path, "{sep}row={}", pe_key(*k));
+                }
+                let r = conn.get(&path).await;
+                count_rows("multiget", r, want as u64)
+            }
+            W::Scan10 | W::Scan100 | W::Scan1000 => {
+                let (kind, n) = match self.name {
+                    W::Scan10 => ("scan10", 10),
+                    W::Scan100 => ("scan100", 100),
+                    _ => ("scan1000", 1000),
+                };
+                let start = w.rng.gen_range(0..=self.rows.saturating_sub(n));
+                let expect = n.min(self.rows - start);
+                let r = conn
+                    .get(&format!("/{TABLE}/*?startrow={}&limit={n}", pe_key(start)))
+                    .await;
+                count_rows(kind, r, expect)
+            }
+            W::Increment => {
+                let key = pe_key(w.rng.gen_range(0..self.rows));
+                let body = cellset::one_row(
+                    key.as_bytes(),
+                    &[CellRef {
+                        column: COUNTER_COL,
+                        value: b"1",
+                    }],
+                );
+                let r = conn
+                    .put_json(&format!("/{TABLE}/{key}?check=increment"), body)
+                    .await;
+                Op::judged("increment", &r, &[200])
+            }
+            W::CheckAndPut => {
+                let key = pe_key(w.rng.gen_range(0..self.rows));
+                let cells = [
+                    CellRef {
+                        column: CAS_COL,
+                        value: key.as_bytes(),
+                    },
+                    CellRef {
+                        column: CAS_COL,
+                        value: key.as_bytes(),
+                    },
+                ];
+                let body = cellset::one_row(key.as_bytes(), &cells);
+                let r = conn
+                    .put_json(&format!("/{TABLE}/{key}?check=put"), body)
+                    .await;
+                if matches!(&r, Ok(resp) if resp.status == 304) {
+                    rec.count("cas_miss", 1);
+                }
+                Op::judged("check_and_put", &r, &[200])
+            }
+            _ => Op {
+                kind: "unsupported",
+                outcome: Outcome::Invalid,
+                rows: 0,
+            },
+        }
+    }
+}
+
+/// Judge a multi-row answer: 200 with exactly `expect` rows.
+pub fn count_rows(kind: &'static str, r: Result<crate::client::Resp>, expect: u64) -> Op {
+    let outcome = super::judge(&r, &[200]);
+    let resp = match (outcome, r) {
+        (Outcome::Ok, Ok(resp)) => resp,
+        (o, _) => {
+            return Op {
+                kind,
+                outcome: o,
+                rows: 0,
+            }
+        }
+    };
+    match cellset::row_keys(&resp.body) {
+        Ok(keys) => {
+            let rows = keys.len() as u64;
+            let outcome = if rows == expect {
+                Outcome::Ok
+            } else {
+                Outcome::Invalid
+            };
+            Op {
+                kind,
+                outcome,
+                rows,
+            }
+        }
+        Err(_) => Op {
+            kind,
+            outcome: Outcome::Invalid,
+            rows: 0,
+        },
+    }
+}
