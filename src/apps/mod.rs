@@ -1,6 +1,118 @@
-//! (to be written)
+//! The four applications of the founding documents, served under `/apps/` (APPS_API.md):
+//! a blog, a user action log, an access counter and a graph database.
+//!
+//! Each application is a key schema plus routes. It keeps its data in an ordinary table (also
+//! readable through the HBase REST API) and reaches it only through the [`Kura`] handle, like
+//! any other client. Each module's `//!` documents its row keys byte by byte.
+//!
+//! # Layout
+//! - [`blog`]: table `blog`, articles with a main list and a per-category list.
+//! - [`actions`]: table `useractions`, a user's actions newest first, offset or cursor paging.
+//! - [`counter`]: table `access` (families `h`, `d`, `t`), hourly/daily/total hit counts.
+//! - [`graph`]: table `graph`, nodes, relationships and adjacency index rows kept consistent
+//!   by check-and-mutate loops on the update timestamp.
+//! - [`keys`]: salt hash, reversed time, length-prefixed strings, partial-scan stop keys.
+//! - [`cursor`]: opaque paging cursors. [`scan`]: bounded merged scans.
+//! - [`request`]: body/query/path parsing into [`error::AppError`]s. [`clock`]: monotonic ms.
+//!
+//! # Invariants
+//! 1. Every application table is created with `SaltConfig { buckets: 256, prefix_len: Some(4) }`
+//!    and every application row key starts with the 4-byte hash of the entity that owns it, so
+//!    one user's articles or actions, and one node's rows and adjacency lists, share one salt
+//!    bucket (one region), and every list request scans inside one region.
+//! 2. The tables are created at start-up by [`ensure_tables`] (the server's `main` calls it) and,
+//!    idempotently, by the first request that finds its table missing (tests that build the
+//!    `App` without `main`).
+//! 3. Every error leaves as the contract's JSON body (see [`error`]); unknown paths under
+//!    `/apps/` are a JSON 404, wrong methods a JSON 405.
+
+pub mod actions;
+pub mod blog;
+pub mod clock;
+pub mod counter;
+pub mod cursor;
+pub mod error;
+pub mod graph;
+pub mod keys;
+pub mod request;
+pub mod scan;
 
 use actix_web::web;
+use kura_actors::{ActorError, FamilyDescriptor, Kura, SaltConfig, TableDescriptor};
+use std::collections::BTreeMap;
 
-/// Registers this module's routes.
-pub fn configure(_cfg: &mut web::ServiceConfig) {}
+/// Salt settings of every application table: 256 buckets keyed by the 4-byte hash prefix.
+pub const APP_SALT: SaltConfig = SaltConfig {
+    buckets: 256,
+    prefix_len: Some(4),
+};
+
+/// Every application table with its families.
+pub const APP_TABLES: &[(&str, &[&str])] = &[
+    (blog::TABLE, &[blog::FAMILY]),
+    (actions::TABLE, &[actions::FAMILY]),
+    (
+        counter::TABLE,
+        &[counter::HOURLY, counter::DAILY, counter::TOTAL],
+    ),
+    (graph::TABLE, &[graph::FAMILY]),
+];
+
+/// The descriptor an application table is created with.
+pub fn table_descriptor(name: &str, families: &[&str]) -> TableDescriptor {
+    TableDescriptor {
+        name: name.to_string(),
+        families: families
+            .iter()
+            .map(|f| FamilyDescriptor::new(f.as_bytes()))
+            .collect(),
+        salt: APP_SALT,
+        initial_regions: None,
+        attributes: BTreeMap::new(),
+        family_attributes: BTreeMap::new(),
+    }
+}
+
+/// Serializes table creation within the process, so a request never proceeds while another
+/// request's `create_table` of the same table is still in flight. (A tokio mutex because it is
+/// held across an `.await`; it is only taken when a table is missing.)
+static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Creates the application table `name` if it is missing. Idempotent and cheap when it exists.
+pub async fn ensure_table(kura: &Kura, name: &str) -> Result<(), ActorError> {
+    if kura.table(name).is_some() {
+        return Ok(());
+    }
+    let _guard = CREATE_LOCK.lock().await;
+    for (table, families) in APP_TABLES.iter().filter(|(t, _)| *t == name) {
+        if kura.table(table).is_some() {
+            continue;
+        }
+        match kura.create_table(table_descriptor(table, families)).await {
+            Ok(()) | Err(ActorError::TableExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Creates every application table that is missing (`blog`, `useractions`, `access`, `graph`).
+/// The server's `main` calls this at start-up; handlers also call [`ensure_table`] lazily.
+pub async fn ensure_tables(kura: &Kura) -> Result<(), ActorError> {
+    for (table, _) in APP_TABLES {
+        ensure_table(kura, table).await?;
+    }
+    Ok(())
+}
+
+/// Registers every application route under `/apps`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/apps")
+            .configure(blog::routes)
+            .configure(actions::routes)
+            .configure(counter::routes)
+            .configure(graph::routes)
+            .default_service(web::to(request::not_found)),
+    );
+}

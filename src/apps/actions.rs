@@ -1,0 +1,205 @@
+//! The user action log (SEED_REQUIREMENTS.md §1.3): one row per action, read newest first with
+//! the SQL's `LIMIT .. OFFSET ..` paging or with cursors.
+//!
+//! # Table `useractions`, family `content`
+//! Every row of user `u` starts with `P(u) = hash4(u as 8 BE bytes) (4) | u (8, BE)`.
+//!
+//! | row | bytes | cells |
+//! |---|---|---|
+//! | action | `P(u) (12) | 0x00 | u64::MAX - stamp (8, BE) | action_id (8, BE)` = 29 B | `content:name` = UTF-8 name |
+//! | id sequence | `P(u) (12) | 0x01` = 13 B | `content:seq` = 8-byte BE counter |
+//!
+//! The list is the partial scan `[P(u)|0x00, P(u)|0x01)`: `stamp` descending, ties by
+//! `action_id` ascending. `stamp` and `action_id` are read back from the key; only the name is a
+//! cell (the document reads only `content:name`).
+//!
+//! # Invariants
+//! 1. `action_id`s come from an atomic per-user increment: unique and increasing per user.
+//! 2. One user's rows share the 4-byte salt prefix (table salt `prefix_len = 4`): one region, and
+//!    a list request scans inside it.
+//! 3. `offset` skips rows in the scan (cost O(offset + limit) rows read, as the document says);
+//!    `after` starts strictly after the cursor's key, and `offset` then skips from there.
+
+use super::clock;
+use super::cursor;
+use super::error::{AppError, AppResult};
+use super::keys::{hash4_u64, prefix_end, rev_time, unrev_time, KeyReader};
+use super::request;
+use super::scan::scan_rows;
+use crate::state::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use kura_actors::{
+    ColumnSelection, ColumnSpec, Increment, Mutation, ReadSpec, RowMutation, ScanSpec,
+};
+use serde::{Deserialize, Serialize};
+use std::ops::Bound;
+
+/// The action log's table.
+pub const TABLE: &str = "useractions";
+/// Its one family.
+pub const FAMILY: &str = "content";
+const NAME: &[u8] = b"name";
+const SEQ: &[u8] = b"seq";
+
+const ACTION: u8 = 0x00;
+const SEQUENCE: u8 = 0x01;
+
+/// An action as served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    pub action_id: u64,
+    pub user_id: u64,
+    pub name: String,
+    pub stamp: u64,
+}
+
+fn user_prefix(user: u64, kind: u8) -> Vec<u8> {
+    let mut k = Vec::with_capacity(29);
+    k.extend_from_slice(&hash4_u64(user));
+    k.extend_from_slice(&user.to_be_bytes());
+    k.push(kind);
+    k
+}
+
+fn action_key(user: u64, stamp: u64, id: u64) -> Vec<u8> {
+    let mut k = user_prefix(user, ACTION);
+    k.extend_from_slice(&rev_time(stamp));
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// `(stamp, action_id)` from an action key.
+fn decode_key(key: &[u8]) -> Option<(u64, u64)> {
+    let mut r = KeyReader::new(key, 13);
+    let rev = r.u64()?;
+    let id = r.u64()?;
+    r.at_end().then(|| (unrev_time(rev.to_be_bytes()), id))
+}
+
+/// Registers the action log's routes (relative to `/apps`).
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/actions/users/{user_id}")
+            .route(web::post().to(create))
+            .route(web::get().to(list))
+            .default_service(web::to(request::method_not_allowed)),
+    );
+}
+
+#[derive(Deserialize)]
+struct NewAction {
+    name: String,
+    stamp: Option<u64>,
+}
+
+async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let new: NewAction = request::read_json(body, state.limits.max_body).await?;
+    let stamp = new.stamp.unwrap_or_else(|| clock::wall_ms().max(0) as u64);
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let action = request::run_detached(async move {
+        let inc = Increment {
+            row: user_prefix(user, SEQUENCE),
+            columns: vec![(FAMILY.into(), SEQ.to_vec(), 1)],
+        };
+        let cells = kura.increment(TABLE, inc).await?;
+        let id = cells
+            .first()
+            .and_then(|c| <[u8; 8]>::try_from(c.value.as_slice()).ok())
+            .map(i64::from_be_bytes)
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or_else(|| AppError::Internal("action id sequence returned no counter".into()))?;
+        let m = RowMutation {
+            row: action_key(user, stamp, id),
+            mutations: vec![Mutation::Put {
+                family: FAMILY.into(),
+                qualifier: NAME.to_vec(),
+                timestamp: None,
+                value: new.name.clone().into_bytes(),
+            }],
+        };
+        kura.mutate(TABLE, m).await?;
+        Ok(Action {
+            action_id: id,
+            user_id: user,
+            name: new.name,
+            stamp,
+        })
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(action))
+}
+
+async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let q = request::query(&req)?;
+    let limit = request::limit(&q)?;
+    let offset = usize::try_from(request::query_u64(&q, "offset", 0)?)
+        .map_err(|_| AppError::bad("offset is too large"))?;
+    let prefix = user_prefix(user, ACTION);
+    let low = match q.get("after") {
+        None => Bound::Included(prefix.clone()),
+        Some(after) => {
+            let key = cursor::decode(after, &prefix)?;
+            if decode_key(&key).is_none() {
+                return Err(AppError::bad(
+                    "malformed cursor: it is not a position in this list",
+                ));
+            }
+            Bound::Excluded(key)
+        }
+    };
+    let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let read = ReadSpec {
+        columns: ColumnSelection(vec![ColumnSpec::Column(FAMILY.into(), NAME.to_vec())]),
+        ..ReadSpec::default()
+    };
+    let spec = ScanSpec {
+        low,
+        high,
+        read,
+        ..ScanSpec::all()
+    };
+    super::ensure_table(&state.kura, TABLE).await?;
+    let rows = scan_rows(&state.kura, TABLE, spec, offset, limit + 1).await?;
+    let next = (rows.len() > limit).then(|| cursor::encode(&rows[limit - 1].key));
+    let mut actions = Vec::with_capacity(limit);
+    for row in rows.iter().take(limit) {
+        let (stamp, id) = decode_key(&row.key)
+            .ok_or_else(|| AppError::Internal("useractions row key of the wrong shape".into()))?;
+        let name = row
+            .cells
+            .iter()
+            .find(|c| c.qualifier == NAME)
+            .map(|c| String::from_utf8_lossy(&c.value).into_owned())
+            .unwrap_or_default();
+        actions.push(Action {
+            action_id: id,
+            user_id: user,
+            name,
+            stamp,
+        });
+    }
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "actions": actions, "next": next })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_keys_order_newest_first_then_by_id() {
+        let a = action_key(5, 100, 1);
+        let b = action_key(5, 200, 2);
+        let c = action_key(5, 200, 3);
+        assert!(b < c && c < a);
+        assert_eq!(a.len(), 29);
+        assert_eq!(decode_key(&a), Some((100, 1)));
+        assert!(a < user_prefix(5, SEQUENCE));
+    }
+}

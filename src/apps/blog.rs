@@ -1,0 +1,436 @@
+//! The blog (SEED_REQUIREMENTS.md §1.2): articles per user, a main list and a per-category list,
+//! both newest first and keyset-paged.
+//!
+//! # Table `blog`, family `d`
+//! Every row of user `u` starts with `P(u) = hash4(u as 8 BE bytes) (4) | u (8, BE)`.
+//!
+//! | row | bytes | cells |
+//! |---|---|---|
+//! | main list | `P(u) (12) | 0x00 | u64::MAX - post_at (8, BE) | article_id (8, BE)` = 29 B | `d:""` = article JSON |
+//! | category list | `P(u) (12) | 0x01 | category_id (4, BE) | u64::MAX - post_at (8) | article_id (8)` = 33 B | `d:""` = article JSON |
+//! | article | `P(u) (12) | 0x02 | article_id (8, BE)` = 21 B | `d:""` = article JSON (the authoritative copy) |
+//! | id sequence | `P(u) (12) | 0x03` = 13 B | `d:""` = 8-byte BE counter |
+//!
+//! The article JSON is `{"article_id","user_id","user_name","title","content","category_id",
+//! "category_name","post_at","update_at"}` (the contract's article object).
+//!
+//! The main list is the partial scan `[P(u)|0x00, P(u)|0x01)`, the category list
+//! `[P(u)|0x01|c, P(u)|0x01|c+1)`: newest `post_at` first, ties by `article_id` ascending. The
+//! article row (by id) serves `GET` and is the check-and-mutate target of updates and deletes;
+//! the two list rows are denormalized copies, like the graph's index rows.
+//!
+//! # Invariants
+//! 1. `article_id`s come from an atomic per-user increment of the sequence row: unique and
+//!    increasing per user (the documents' single global sequence row was one hot row for all).
+//! 2. All rows of a user share the 4-byte salt prefix (table salt `prefix_len = 4`): one region
+//!    holds them, and a list request scans inside it.
+//! 3. Update and delete are check-and-mutate loops on the article row's exact value, with
+//!    `update_at' = max(tick, update_at + 1)` and `delete_ts = max(tick, update_at + 1)`. The list
+//!    rows keep their keys (built from `post_at`, which never changes), are rewritten with cell
+//!    timestamp `update_at'`, and are deleted at `delete_ts`; so a straggling list-row write of
+//!    an earlier update is masked by the delete, and concurrent updates converge on the latest.
+//! 4. The category of an article never changes (its list key is built from the stored one).
+
+use super::clock;
+use super::cursor;
+use super::error::{AppError, AppResult};
+use super::keys::{hash4_u64, prefix_end, rev_time};
+use super::request::{self, run_detached};
+use super::scan::scan_rows;
+use crate::state::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use kura_actors::{CheckAndMutate, Increment, Kura, Mutation, ReadSpec, RowMutation, ScanSpec};
+use serde::{Deserialize, Serialize};
+use std::ops::Bound;
+
+/// The blog's table.
+pub const TABLE: &str = "blog";
+/// Its one family.
+pub const FAMILY: &str = "d";
+
+const MAIN: u8 = 0x00;
+const CATEGORY: u8 = 0x01;
+const ARTICLE: u8 = 0x02;
+const SEQUENCE: u8 = 0x03;
+
+/// An article, as stored and as served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Article {
+    pub article_id: u64,
+    pub user_id: u64,
+    pub user_name: String,
+    pub title: String,
+    pub content: String,
+    pub category_id: u32,
+    pub category_name: String,
+    pub post_at: i64,
+    pub update_at: i64,
+}
+
+fn user_prefix(user: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(33);
+    k.extend_from_slice(&hash4_u64(user));
+    k.extend_from_slice(&user.to_be_bytes());
+    k
+}
+
+fn main_prefix(user: u64) -> Vec<u8> {
+    let mut k = user_prefix(user);
+    k.push(MAIN);
+    k
+}
+
+fn category_prefix(user: u64, category: u32) -> Vec<u8> {
+    let mut k = user_prefix(user);
+    k.push(CATEGORY);
+    k.extend_from_slice(&category.to_be_bytes());
+    k
+}
+
+/// `post_at` is never negative (it comes from the clock), so the cast keeps order.
+fn post_suffix(a: &Article) -> [u8; 16] {
+    let mut s = [0u8; 16];
+    s[..8].copy_from_slice(&rev_time(a.post_at.max(0) as u64));
+    s[8..].copy_from_slice(&a.article_id.to_be_bytes());
+    s
+}
+
+fn main_key(a: &Article) -> Vec<u8> {
+    let mut k = main_prefix(a.user_id);
+    k.extend_from_slice(&post_suffix(a));
+    k
+}
+
+fn category_key(a: &Article) -> Vec<u8> {
+    let mut k = category_prefix(a.user_id, a.category_id);
+    k.extend_from_slice(&post_suffix(a));
+    k
+}
+
+fn article_key(user: u64, article: u64) -> Vec<u8> {
+    let mut k = user_prefix(user);
+    k.push(ARTICLE);
+    k.extend_from_slice(&article.to_be_bytes());
+    k
+}
+
+fn sequence_key(user: u64) -> Vec<u8> {
+    let mut k = user_prefix(user);
+    k.push(SEQUENCE);
+    k
+}
+
+fn put(value: &[u8], ts: i64) -> Mutation {
+    Mutation::Put {
+        family: FAMILY.into(),
+        qualifier: Vec::new(),
+        timestamp: Some(ts),
+        value: value.to_vec(),
+    }
+}
+
+fn decode_article(value: &[u8]) -> AppResult<Article> {
+    serde_json::from_slice(value)
+        .map_err(|e| AppError::Internal(format!("blog row holds no article: {e}")))
+}
+
+/// The article row's stored bytes and decoded article, if it exists.
+async fn load(kura: &Kura, user: u64, article: u64) -> AppResult<Option<(Vec<u8>, Article)>> {
+    let Some(row) = kura
+        .get(TABLE, &article_key(user, article), &ReadSpec::default())
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(cell) = row
+        .cells
+        .iter()
+        .find(|c| c.family == FAMILY.as_bytes() && c.qualifier.is_empty())
+    else {
+        return Ok(None);
+    };
+    let a = decode_article(&cell.value)?;
+    Ok(Some((cell.value.clone(), a)))
+}
+
+fn missing(user: u64, article: u64) -> AppError {
+    AppError::NotFound(format!("user {user} has no article {article}"))
+}
+
+/// Registers the blog's routes (relative to `/apps`).
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/blog/users/{user_id}/articles")
+            .route(web::post().to(create))
+            .route(web::get().to(list))
+            .default_service(web::to(request::method_not_allowed)),
+    )
+    .service(
+        web::resource("/blog/users/{user_id}/articles/{article_id}")
+            .route(web::get().to(get))
+            .route(web::patch().to(update))
+            .route(web::delete().to(delete))
+            .default_service(web::to(request::method_not_allowed)),
+    );
+}
+
+#[derive(Deserialize)]
+struct NewArticle {
+    title: String,
+    content: String,
+    category_id: Option<u32>,
+    category_name: Option<String>,
+    user_name: Option<String>,
+}
+
+async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let new: NewArticle = request::read_json(body, state.limits.max_body).await?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let article = run_detached(async move {
+        let inc = Increment {
+            row: sequence_key(user),
+            columns: vec![(FAMILY.into(), Vec::new(), 1)],
+        };
+        let cells = kura.increment(TABLE, inc).await?;
+        let id = cells
+            .first()
+            .and_then(|c| <[u8; 8]>::try_from(c.value.as_slice()).ok())
+            .map(i64::from_be_bytes)
+            .ok_or_else(|| AppError::Internal("article id sequence returned no counter".into()))?;
+        let ts = clock::tick();
+        let article = Article {
+            article_id: u64::try_from(id)
+                .map_err(|_| AppError::Internal(format!("article id sequence is at {id}")))?,
+            user_id: user,
+            user_name: new.user_name.unwrap_or_default(),
+            title: new.title,
+            content: new.content,
+            category_id: new.category_id.unwrap_or(0),
+            category_name: new.category_name.unwrap_or_default(),
+            post_at: ts,
+            update_at: ts,
+        };
+        let value = serde_json::to_vec(&article).map_err(|e| AppError::Internal(e.to_string()))?;
+        // The article row first: a list row never points at an article that was never stored.
+        let rows = [
+            article_key(user, article.article_id),
+            main_key(&article),
+            category_key(&article),
+        ];
+        let ms = rows
+            .into_iter()
+            .map(|row| RowMutation {
+                row,
+                mutations: vec![put(&value, ts)],
+            })
+            .collect();
+        kura.mutate_rows(TABLE, ms).await?;
+        Ok(article)
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(article))
+}
+
+async fn get(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let id = request::path_u64(&req, "article_id")?;
+    super::ensure_table(&state.kura, TABLE).await?;
+    match load(&state.kura, user, id).await? {
+        Some((_, a)) => Ok(HttpResponse::Ok().json(a)),
+        None => Err(missing(user, id)),
+    }
+}
+
+#[derive(Deserialize)]
+struct ArticlePatch {
+    title: Option<String>,
+    content: Option<String>,
+}
+
+async fn update(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let id = request::path_u64(&req, "article_id")?;
+    let patch: ArticlePatch = request::read_json(body, state.limits.max_body).await?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let article = run_detached(async move {
+        loop {
+            let Some((old_value, old)) = load(&kura, user, id).await? else {
+                return Err(missing(user, id));
+            };
+            let ts = clock::tick().max(old.update_at.saturating_add(1));
+            clock::observe(ts);
+            let mut new = old.clone();
+            if let Some(t) = &patch.title {
+                new.title = t.clone();
+            }
+            if let Some(c) = &patch.content {
+                new.content = c.clone();
+            }
+            new.update_at = ts;
+            let value = serde_json::to_vec(&new).map_err(|e| AppError::Internal(e.to_string()))?;
+            let cam = CheckAndMutate {
+                row: article_key(user, id),
+                family: FAMILY.into(),
+                qualifier: Vec::new(),
+                expected: old_value,
+                mutations: vec![put(&value, ts)],
+            };
+            if !kura.check_and_mutate(TABLE, cam).await? {
+                continue;
+            }
+            let ms = [main_key(&new), category_key(&new)]
+                .into_iter()
+                .map(|row| RowMutation {
+                    row,
+                    mutations: vec![put(&value, ts)],
+                })
+                .collect();
+            kura.mutate_rows(TABLE, ms).await?;
+            return Ok(new);
+        }
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(article))
+}
+
+async fn delete(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let id = request::path_u64(&req, "article_id")?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    run_detached(async move {
+        loop {
+            let Some((old_value, old)) = load(&kura, user, id).await? else {
+                return Err(missing(user, id));
+            };
+            let ts = clock::tick().max(old.update_at.saturating_add(1));
+            clock::observe(ts);
+            let cam = CheckAndMutate {
+                row: article_key(user, id),
+                family: FAMILY.into(),
+                qualifier: Vec::new(),
+                expected: old_value,
+                mutations: vec![Mutation::DeleteRow {
+                    timestamp: Some(ts),
+                }],
+            };
+            if !kura.check_and_mutate(TABLE, cam).await? {
+                continue;
+            }
+            let ms = [main_key(&old), category_key(&old)]
+                .into_iter()
+                .map(|row| RowMutation {
+                    row,
+                    mutations: vec![Mutation::DeleteRow {
+                        timestamp: Some(ts),
+                    }],
+                })
+                .collect();
+            kura.mutate_rows(TABLE, ms).await?;
+            return Ok(());
+        }
+    })
+    .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let user = request::path_u64(&req, "user_id")?;
+    let q = request::query(&req)?;
+    let limit = request::limit(&q)?;
+    let prefix = match q.get("category_id") {
+        None => main_prefix(user),
+        Some(s) => {
+            let c = s.parse::<u32>().map_err(|_| {
+                AppError::bad(format!(
+                    "category_id must be an unsigned 32-bit integer, got {s:?}"
+                ))
+            })?;
+            category_prefix(user, c)
+        }
+    };
+    let low = match q.get("after") {
+        None => Bound::Included(prefix.clone()),
+        Some(after) => {
+            let key = cursor::decode(after, &prefix)?;
+            if key.len() != prefix.len() + 16 {
+                return Err(AppError::bad(
+                    "malformed cursor: it is not a position in this list",
+                ));
+            }
+            Bound::Excluded(key)
+        }
+    };
+    let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let spec = ScanSpec {
+        low,
+        high,
+        ..ScanSpec::all()
+    };
+    super::ensure_table(&state.kura, TABLE).await?;
+    let rows = scan_rows(&state.kura, TABLE, spec, 0, limit + 1).await?;
+    let next = (rows.len() > limit).then(|| cursor::encode(&rows[limit - 1].key));
+    let mut articles = Vec::with_capacity(limit);
+    for row in rows.iter().take(limit) {
+        if let Some(cell) = row
+            .cells
+            .iter()
+            .find(|c| c.family == FAMILY.as_bytes() && c.qualifier.is_empty())
+        {
+            articles.push(decode_article(&cell.value)?);
+        }
+    }
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "articles": articles, "next": next })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn article(user: u64, id: u64, post_at: i64, category: u32) -> Article {
+        Article {
+            article_id: id,
+            user_id: user,
+            user_name: String::new(),
+            title: String::new(),
+            content: String::new(),
+            category_id: category,
+            category_name: String::new(),
+            post_at,
+            update_at: post_at,
+        }
+    }
+
+    #[test]
+    fn key_layouts_have_the_documented_sizes() {
+        let a = article(7, 1, 1000, 3);
+        assert_eq!(main_key(&a).len(), 29);
+        assert_eq!(category_key(&a).len(), 33);
+        assert_eq!(article_key(7, 1).len(), 21);
+        assert_eq!(sequence_key(7).len(), 13);
+    }
+
+    #[test]
+    fn newer_articles_sort_first_and_stay_inside_the_user_prefix() {
+        let old = article(7, 1, 1000, 3);
+        let new = article(7, 2, 2000, 3);
+        assert!(main_key(&new) < main_key(&old));
+        assert!(category_key(&new) < category_key(&old));
+        let p = main_prefix(7);
+        let end = prefix_end(&p).expect("prefix ends with a type byte");
+        assert!(main_key(&old).as_slice() < end.as_slice());
+        assert_eq!(&main_key(&old)[..4], &article_key(7, 1)[..4]);
+        assert_eq!(&category_key(&old)[..4], &sequence_key(7)[..4]);
+    }
+}

@@ -1,0 +1,895 @@
+//! The graph database (SEED_REQUIREMENTS.md §1.5): nodes, typed relationships with properties,
+//! and adjacency lists newest-created first, kept consistent by check-and-mutate loops on the
+//! update timestamp (the documents' lock-free algorithm, with the sample code's delete bug fixed).
+//!
+//! # Table `graph`, family `g`
+//! `H(x) = hash4(UTF-8 bytes of node id x)` (4 B); `str(s) = u32 len (BE) | UTF-8 bytes`.
+//!
+//! | row | bytes | cells |
+//! |---|---|---|
+//! | node `n` | `H(n) | 0x00 | str(n)` | `g:p` properties, `g:c` created, `g:u` updated |
+//! | relationship `s -t-> e` | `H(s) | 0x01 | str(s) | str(t) | str(e)` | `g:p`, `g:c`, `g:u` |
+//! | adjacency index | `H(x) | 0x02 | str(x) | dir (1 B) | str(t) | u64::MAX - c (8, BE) | str(y)` | `g:""` = properties |
+//!
+//! - `dir` is `0x01` INCOMING (x = end node, y = start node) or `0x02` OUTGOING (x = start, y =
+//!   end); `c` is the relationship's create time. Every relationship has one index row of each.
+//! - `g:c`, `g:u` are 8-byte BE i64 ms. `g:p` and `g:""` hold the properties as
+//!   `u32 n | (str(key) | str(value))*` (the sample code's encoding; `{}` is empty bytes).
+//! - An index row's cell timestamp is the relationship's update time: a list entry's
+//!   `updated_at` is read from it.
+//! - A node's row, its outgoing relationship rows and both of its adjacency lists start with
+//!   `H(n)`: with the table's salt `prefix_len = 4` they live in one region, and an adjacency
+//!   list is the partial scan of `H(x) | 0x02 | str(x) | dir | str(t)`, inside that region.
+//!
+//! # Invariants (the algorithm of §1.5 D1–D9)
+//! 1. Create (D1, D5) is `check_and_mutate(row, g:u, absent, put p,c,u @ts)`: of N concurrent
+//!    creates exactly one passes (201), the others see `g:u` and get 409. A relationship's
+//!    index rows are written after it, at `ts = c`.
+//! 2. Update (D3, D7) loops: read `p, c, u`; `u' = max(tick, u + 1)`;
+//!    `check_and_mutate(row, g:u == u, put p,u @u')`; retry on a failed check. So successful
+//!    updates are totally ordered and their `u'` strictly increase in that order. Then both index
+//!    rows (keys from the stored `c`) are put at cell timestamp `u'`: the highest timestamp wins
+//!    whatever order the index writes arrive in, so the index converges on the row's properties.
+//! 3. Delete (D4, D8) loops the same way with `d = max(tick, u + 1)` and
+//!    `check_and_mutate(row, g:u == u, delete row @d)`, then deletes both index rows at `d`;
+//!    their keys are built from the stored `c` (the sample code built them from `d` and never
+//!    deleted anything: D8 bug). Every update that passed its check before has `u' < d`, so its
+//!    straggling index put is masked by the delete marker.
+//! 4. All of those timestamps go through [`super::clock`], so a relationship or node re-created
+//!    after a delete has `c` above the delete marker and is visible.
+//! 5. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
+//!    that disconnects does not stop it between the relationship row and its index rows.
+//! 6. A node with relationships is not deleted (409) unless `cascade=true`, which deletes each
+//!    relationship (D8) first. Relationship create checks both nodes exist (404). These checks are
+//!    not atomic with concurrent writes on other rows (no multi-row transactions).
+
+use super::clock;
+use super::cursor;
+use super::error::{AppError, AppResult};
+use super::keys::{hash4, prefix_end, put_str, rev_time, unrev_time, KeyReader};
+use super::request::{self, run_detached};
+use super::scan::scan_rows;
+use crate::state::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use kura_actors::{CheckAndMutate, Kura, Mutation, ReadSpec, Row, RowMutation, ScanSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// The graph's table.
+pub const TABLE: &str = "graph";
+/// Its one family.
+pub const FAMILY: &str = "g";
+
+const NODE: u8 = 0x00;
+const RELATIONSHIP: u8 = 0x01;
+const INDEX: u8 = 0x02;
+const INCOMING: u8 = 0x01;
+const OUTGOING: u8 = 0x02;
+
+const PROPS: &[u8] = b"p";
+const CREATED: &[u8] = b"c";
+const UPDATED: &[u8] = b"u";
+
+/// Longest node id or relationship type, bytes.
+pub const MAX_NAME: usize = 1024;
+
+/// Properties: names to values.
+pub type Properties = BTreeMap<String, String>;
+
+/// A node as served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: String,
+    pub properties: Properties,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A relationship as served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relationship {
+    pub start: String,
+    #[serde(rename = "type")]
+    pub rel_type: String,
+    pub end: String,
+    pub properties: Properties,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+// ---- keys -------------------------------------------------------------------------------
+
+fn node_key(n: &str) -> Vec<u8> {
+    let mut k = hash4(n.as_bytes()).to_vec();
+    k.push(NODE);
+    put_str(&mut k, n.as_bytes());
+    k
+}
+
+fn rel_key(s: &str, t: &str, e: &str) -> Vec<u8> {
+    let mut k = hash4(s.as_bytes()).to_vec();
+    k.push(RELATIONSHIP);
+    put_str(&mut k, s.as_bytes());
+    put_str(&mut k, t.as_bytes());
+    put_str(&mut k, e.as_bytes());
+    k
+}
+
+/// `H(x) | 0x02 | str(x)`: every adjacency row of node `x`.
+fn node_index_prefix(x: &str) -> Vec<u8> {
+    let mut k = hash4(x.as_bytes()).to_vec();
+    k.push(INDEX);
+    put_str(&mut k, x.as_bytes());
+    k
+}
+
+/// `H(x) | 0x02 | str(x) | dir | str(t)`: one adjacency list.
+fn list_prefix(x: &str, dir: u8, t: &str) -> Vec<u8> {
+    let mut k = node_index_prefix(x);
+    k.push(dir);
+    put_str(&mut k, t.as_bytes());
+    k
+}
+
+fn index_key(x: &str, dir: u8, t: &str, created: i64, y: &str) -> Vec<u8> {
+    let mut k = list_prefix(x, dir, t);
+    k.extend_from_slice(&rev_time(created.max(0) as u64));
+    put_str(&mut k, y.as_bytes());
+    k
+}
+
+/// Both index keys of relationship `s -t-> e` created at `c`: OUTGOING under `s`, INCOMING
+/// under `e`.
+fn index_keys(s: &str, t: &str, e: &str, c: i64) -> [Vec<u8>; 2] {
+    [
+        index_key(s, OUTGOING, t, c, e),
+        index_key(e, INCOMING, t, c, s),
+    ]
+}
+
+/// An adjacency row's key split up.
+struct IndexEntry {
+    dir: u8,
+    rel_type: String,
+    created: i64,
+    other: String,
+}
+
+/// Parses an index key of node `x` (the caller checked the `H(x)|0x02|str(x)` prefix length).
+fn decode_index(key: &[u8], prefix_len: usize) -> Option<IndexEntry> {
+    let mut r = KeyReader::new(key, prefix_len);
+    let dir = r.u8()?;
+    let rel_type = r.str()?.to_string();
+    let rev = r.u64()?;
+    let other = r.str()?.to_string();
+    let created = i64::try_from(unrev_time(rev.to_be_bytes())).ok()?;
+    (r.at_end() && (dir == INCOMING || dir == OUTGOING)).then_some(IndexEntry {
+        dir,
+        rel_type,
+        created,
+        other,
+    })
+}
+
+// ---- values -----------------------------------------------------------------------------
+
+fn encode_props(p: &Properties) -> Vec<u8> {
+    if p.is_empty() {
+        return Vec::new();
+    }
+    let mut v = Vec::new();
+    let n = u32::try_from(p.len()).expect("property count is bounded by the body size");
+    v.extend_from_slice(&n.to_be_bytes());
+    for (k, val) in p {
+        put_str(&mut v, k.as_bytes());
+        put_str(&mut v, val.as_bytes());
+    }
+    v
+}
+
+fn decode_props(v: &[u8]) -> AppResult<Properties> {
+    let bad = || AppError::Internal("graph properties cell is malformed".into());
+    let mut out = Properties::new();
+    if v.is_empty() {
+        return Ok(out);
+    }
+    let mut r = KeyReader::new(v, 0);
+    let n = r.u32().ok_or_else(bad)?;
+    for _ in 0..n {
+        let k = r.str().ok_or_else(bad)?;
+        let val = r.str().ok_or_else(bad)?;
+        out.insert(k.to_string(), val.to_string());
+    }
+    if !r.at_end() {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+fn put(q: &[u8], value: Vec<u8>, ts: i64) -> Mutation {
+    Mutation::Put {
+        family: FAMILY.into(),
+        qualifier: q.to_vec(),
+        timestamp: Some(ts),
+        value,
+    }
+}
+
+/// A node or relationship row as stored.
+struct Stored {
+    props: Properties,
+    created: i64,
+    updated: i64,
+    /// The exact bytes of `g:u`, the check-and-mutate expectation.
+    updated_raw: Vec<u8>,
+}
+
+fn parse_stored(row: &Row) -> AppResult<Option<Stored>> {
+    let cell = |q: &[u8]| {
+        row.cells
+            .iter()
+            .find(|c| c.family == FAMILY.as_bytes() && c.qualifier == q)
+    };
+    let Some(u) = cell(UPDATED) else {
+        return Ok(None);
+    };
+    let time = |v: &[u8]| {
+        <[u8; 8]>::try_from(v)
+            .map(i64::from_be_bytes)
+            .map_err(|_| AppError::Internal("graph time cell is not 8 bytes".into()))
+    };
+    let updated = time(&u.value)?;
+    let created = match cell(CREATED) {
+        Some(c) => time(&c.value)?,
+        None => updated,
+    };
+    let props = match cell(PROPS) {
+        Some(p) => decode_props(&p.value)?,
+        None => Properties::new(),
+    };
+    Ok(Some(Stored {
+        props,
+        created,
+        updated,
+        updated_raw: u.value.clone(),
+    }))
+}
+
+async fn load(kura: &Kura, key: &[u8]) -> AppResult<Option<Stored>> {
+    match kura.get(TABLE, key, &ReadSpec::default()).await? {
+        Some(row) => parse_stored(&row),
+        None => Ok(None),
+    }
+}
+
+// ---- input ------------------------------------------------------------------------------
+
+fn check_name(what: &str, s: &str) -> AppResult<()> {
+    if s.is_empty() {
+        return Err(AppError::bad(format!("{what} must not be empty")));
+    }
+    if s.len() > MAX_NAME {
+        return Err(AppError::bad(format!(
+            "{what} is longer than {MAX_NAME} bytes"
+        )));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct NewNode {
+    id: String,
+    properties: Option<Properties>,
+}
+
+#[derive(Deserialize)]
+struct NewRelationship {
+    start: String,
+    #[serde(rename = "type")]
+    rel_type: String,
+    end: String,
+    properties: Option<Properties>,
+}
+
+#[derive(Deserialize)]
+struct PropertyPatch {
+    put: Option<Properties>,
+    delete: Option<Vec<String>>,
+}
+
+impl PropertyPatch {
+    /// Old properties plus `put`, minus `delete` (a name in both ends deleted).
+    fn apply(&self, old: &Properties) -> Properties {
+        let mut p = old.clone();
+        if let Some(put) = &self.put {
+            p.extend(put.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        for name in self.delete.iter().flatten() {
+            p.remove(name);
+        }
+        p
+    }
+}
+
+fn rel_path(req: &HttpRequest) -> AppResult<(String, String, String)> {
+    let s = request::path_str(req, "start")?;
+    let t = request::path_str(req, "type")?;
+    let e = request::path_str(req, "end")?;
+    check_name("start", &s)?;
+    check_name("type", &t)?;
+    check_name("end", &e)?;
+    Ok((s, t, e))
+}
+
+fn node_missing(id: &str) -> AppError {
+    AppError::NotFound(format!("no node {id:?}"))
+}
+
+fn rel_missing(s: &str, t: &str, e: &str) -> AppError {
+    AppError::NotFound(format!("no relationship {s:?} -{t:?}-> {e:?}"))
+}
+
+fn node_json(id: String, s: Stored) -> Node {
+    Node {
+        id,
+        properties: s.props,
+        created_at: s.created,
+        updated_at: s.updated,
+    }
+}
+
+fn rel_json(start: String, rel_type: String, end: String, s: Stored) -> Relationship {
+    Relationship {
+        start,
+        rel_type,
+        end,
+        properties: s.props,
+        created_at: s.created,
+        updated_at: s.updated,
+    }
+}
+
+// ---- routes -----------------------------------------------------------------------------
+
+/// Registers the graph's routes (relative to `/apps`).
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/graph/nodes")
+            .route(web::post().to(create_node))
+            .default_service(web::to(request::method_not_allowed)),
+    )
+    .service(
+        web::resource("/graph/nodes/{id}")
+            .route(web::get().to(get_node))
+            .route(web::patch().to(update_node))
+            .route(web::delete().to(delete_node))
+            .default_service(web::to(request::method_not_allowed)),
+    )
+    .service(
+        web::resource("/graph/nodes/{id}/relationships")
+            .route(web::get().to(adjacency))
+            .default_service(web::to(request::method_not_allowed)),
+    )
+    .service(
+        web::resource("/graph/relationships")
+            .route(web::post().to(create_relationship))
+            .default_service(web::to(request::method_not_allowed)),
+    )
+    .service(
+        web::resource("/graph/relationships/{start}/{type}/{end}")
+            .route(web::get().to(get_relationship))
+            .route(web::patch().to(update_relationship))
+            .route(web::delete().to(delete_relationship_handler))
+            .default_service(web::to(request::method_not_allowed)),
+    );
+}
+
+// ---- nodes ------------------------------------------------------------------------------
+
+async fn create_node(state: web::Data<AppState>, body: web::Payload) -> AppResult<HttpResponse> {
+    let new: NewNode = request::read_json(body, state.limits.max_body).await?;
+    check_name("id", &new.id)?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let node = run_detached(async move {
+        let props = new.properties.unwrap_or_default();
+        let ts = clock::tick();
+        let cam = CheckAndMutate {
+            row: node_key(&new.id),
+            family: FAMILY.into(),
+            qualifier: UPDATED.to_vec(),
+            expected: Vec::new(),
+            mutations: vec![
+                put(PROPS, encode_props(&props), ts),
+                put(CREATED, ts.to_be_bytes().to_vec(), ts),
+                put(UPDATED, ts.to_be_bytes().to_vec(), ts),
+            ],
+        };
+        if !kura.check_and_mutate(TABLE, cam).await? {
+            return Err(AppError::Conflict(format!(
+                "node {:?} already exists",
+                new.id
+            )));
+        }
+        Ok(Node {
+            id: new.id,
+            properties: props,
+            created_at: ts,
+            updated_at: ts,
+        })
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(node))
+}
+
+async fn get_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let id = request::path_str(&req, "id")?;
+    check_name("id", &id)?;
+    super::ensure_table(&state.kura, TABLE).await?;
+    match load(&state.kura, &node_key(&id)).await? {
+        Some(s) => Ok(HttpResponse::Ok().json(node_json(id, s))),
+        None => Err(node_missing(&id)),
+    }
+}
+
+async fn update_node(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let id = request::path_str(&req, "id")?;
+    check_name("id", &id)?;
+    let patch: PropertyPatch = request::read_json(body, state.limits.max_body).await?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let node = run_detached(async move {
+        let key = node_key(&id);
+        loop {
+            let Some(old) = load(&kura, &key).await? else {
+                return Err(node_missing(&id));
+            };
+            let ts = clock::tick().max(old.updated.saturating_add(1));
+            clock::observe(ts);
+            let props = patch.apply(&old.props);
+            let cam = CheckAndMutate {
+                row: key.clone(),
+                family: FAMILY.into(),
+                qualifier: UPDATED.to_vec(),
+                expected: old.updated_raw,
+                mutations: vec![
+                    put(PROPS, encode_props(&props), ts),
+                    put(UPDATED, ts.to_be_bytes().to_vec(), ts),
+                ],
+            };
+            if kura.check_and_mutate(TABLE, cam).await? {
+                return Ok(Node {
+                    id,
+                    properties: props,
+                    created_at: old.created,
+                    updated_at: ts,
+                });
+            }
+        }
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(node))
+}
+
+/// Index rows of node `x` (every direction and type), at most `max`.
+async fn node_index_rows(kura: &Kura, x: &str, max: usize) -> AppResult<(usize, Vec<Row>)> {
+    let prefix = node_index_prefix(x);
+    let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let spec = ScanSpec {
+        low: Bound::Included(prefix.clone()),
+        high,
+        ..ScanSpec::all()
+    };
+    Ok((prefix.len(), scan_rows(kura, TABLE, spec, 0, max).await?))
+}
+
+/// The relationship an index row of `x` stands for: `(start, type, end)`.
+fn relationship_of(x: &str, e: &IndexEntry) -> (String, String, String) {
+    if e.dir == OUTGOING {
+        (x.to_string(), e.rel_type.clone(), e.other.clone())
+    } else {
+        (e.other.clone(), e.rel_type.clone(), x.to_string())
+    }
+}
+
+/// True if node `x` has a relationship whose row exists (index rows left orphaned by a crash
+/// between a relationship delete and its index delete do not count).
+async fn has_relationships(kura: &Kura, x: &str) -> AppResult<bool> {
+    let prefix = node_index_prefix(x);
+    let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let mut spec = ScanSpec {
+        low: Bound::Included(prefix.clone()),
+        high,
+        ..ScanSpec::all()
+    };
+    loop {
+        let rows = scan_rows(kura, TABLE, spec.clone(), 0, 100).await?;
+        for row in &rows {
+            if let Some(entry) = decode_index(&row.key, prefix.len()) {
+                let (s, t, e) = relationship_of(x, &entry);
+                if load(kura, &rel_key(&s, &t, &e)).await?.is_some() {
+                    return Ok(true);
+                }
+            }
+        }
+        match rows.last() {
+            Some(last) if rows.len() == 100 => spec = spec.resume_after(&last.key),
+            _ => return Ok(false),
+        }
+    }
+}
+
+/// Deletes every relationship of node `x` (D8 for each), and any orphaned index row.
+async fn delete_all_relationships(kura: &Kura, x: &str) -> AppResult<()> {
+    loop {
+        let (plen, rows) = node_index_rows(kura, x, 1000).await?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for row in &rows {
+            if let Some(entry) = decode_index(&row.key, plen) {
+                let (s, t, e) = relationship_of(x, &entry);
+                delete_relationship(kura, &s, &t, &e).await?;
+            }
+            // Whatever the relationship row said, this index row is now stale (its relationship
+            // is gone, or was re-created at a later `c` under another key): delete the versions
+            // seen, so an orphan cannot keep the node alive.
+            let seen = row.cells.iter().map(|c| c.timestamp).max().unwrap_or(0);
+            let m = RowMutation {
+                row: row.key.clone(),
+                mutations: vec![Mutation::DeleteRow {
+                    timestamp: Some(seen),
+                }],
+            };
+            kura.mutate(TABLE, m).await?;
+        }
+    }
+}
+
+async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let id = request::path_str(&req, "id")?;
+    check_name("id", &id)?;
+    let q = request::query(&req)?;
+    let cascade = match q.get("cascade").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(AppError::bad(format!(
+                "cascade must be true or false, got {other:?}"
+            )))
+        }
+    };
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    run_detached(async move {
+        let key = node_key(&id);
+        loop {
+            let Some(old) = load(&kura, &key).await? else {
+                return Err(node_missing(&id));
+            };
+            if cascade {
+                delete_all_relationships(&kura, &id).await?;
+            } else if has_relationships(&kura, &id).await? {
+                return Err(AppError::Conflict(format!(
+                    "node {id:?} still has relationships; delete them or pass cascade=true"
+                )));
+            }
+            let ts = clock::tick().max(old.updated.saturating_add(1));
+            clock::observe(ts);
+            let cam = CheckAndMutate {
+                row: key.clone(),
+                family: FAMILY.into(),
+                qualifier: UPDATED.to_vec(),
+                expected: old.updated_raw,
+                mutations: vec![Mutation::DeleteRow {
+                    timestamp: Some(ts),
+                }],
+            };
+            if kura.check_and_mutate(TABLE, cam).await? {
+                if cascade {
+                    // A relationship created while the node was being deleted (its create saw the
+                    // node) would otherwise dangle.
+                    delete_all_relationships(&kura, &id).await?;
+                }
+                return Ok(());
+            }
+        }
+    })
+    .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+// ---- relationships ----------------------------------------------------------------------
+
+async fn create_relationship(
+    state: web::Data<AppState>,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let new: NewRelationship = request::read_json(body, state.limits.max_body).await?;
+    check_name("start", &new.start)?;
+    check_name("type", &new.rel_type)?;
+    check_name("end", &new.end)?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let rel = run_detached(async move {
+        for n in [&new.start, &new.end] {
+            if load(&kura, &node_key(n)).await?.is_none() {
+                return Err(node_missing(n));
+            }
+        }
+        let props = new.properties.unwrap_or_default();
+        let value = encode_props(&props);
+        let ts = clock::tick();
+        let cam = CheckAndMutate {
+            row: rel_key(&new.start, &new.rel_type, &new.end),
+            family: FAMILY.into(),
+            qualifier: UPDATED.to_vec(),
+            expected: Vec::new(),
+            mutations: vec![
+                put(PROPS, value.clone(), ts),
+                put(CREATED, ts.to_be_bytes().to_vec(), ts),
+                put(UPDATED, ts.to_be_bytes().to_vec(), ts),
+            ],
+        };
+        if !kura.check_and_mutate(TABLE, cam).await? {
+            return Err(AppError::Conflict(format!(
+                "relationship {:?} -{:?}-> {:?} already exists",
+                new.start, new.rel_type, new.end
+            )));
+        }
+        let ms = index_keys(&new.start, &new.rel_type, &new.end, ts)
+            .into_iter()
+            .map(|row| RowMutation {
+                row,
+                mutations: vec![put(b"", value.clone(), ts)],
+            })
+            .collect();
+        kura.mutate_rows(TABLE, ms).await?;
+        Ok(Relationship {
+            start: new.start,
+            rel_type: new.rel_type,
+            end: new.end,
+            properties: props,
+            created_at: ts,
+            updated_at: ts,
+        })
+    })
+    .await?;
+    Ok(HttpResponse::Created().json(rel))
+}
+
+async fn get_relationship(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let (s, t, e) = rel_path(&req)?;
+    super::ensure_table(&state.kura, TABLE).await?;
+    match load(&state.kura, &rel_key(&s, &t, &e)).await? {
+        Some(st) => Ok(HttpResponse::Ok().json(rel_json(s, t, e, st))),
+        None => Err(rel_missing(&s, &t, &e)),
+    }
+}
+
+async fn update_relationship(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let (s, t, e) = rel_path(&req)?;
+    let patch: PropertyPatch = request::read_json(body, state.limits.max_body).await?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    let rel = run_detached(async move {
+        let key = rel_key(&s, &t, &e);
+        loop {
+            let Some(old) = load(&kura, &key).await? else {
+                return Err(rel_missing(&s, &t, &e));
+            };
+            let ts = clock::tick().max(old.updated.saturating_add(1));
+            clock::observe(ts);
+            let props = patch.apply(&old.props);
+            let value = encode_props(&props);
+            let cam = CheckAndMutate {
+                row: key.clone(),
+                family: FAMILY.into(),
+                qualifier: UPDATED.to_vec(),
+                expected: old.updated_raw,
+                mutations: vec![
+                    put(PROPS, value.clone(), ts),
+                    put(UPDATED, ts.to_be_bytes().to_vec(), ts),
+                ],
+            };
+            if !kura.check_and_mutate(TABLE, cam).await? {
+                continue;
+            }
+            let ms = index_keys(&s, &t, &e, old.created)
+                .into_iter()
+                .map(|row| RowMutation {
+                    row,
+                    mutations: vec![put(b"", value.clone(), ts)],
+                })
+                .collect();
+            kura.mutate_rows(TABLE, ms).await?;
+            return Ok(Relationship {
+                start: s,
+                rel_type: t,
+                end: e,
+                properties: props,
+                created_at: old.created,
+                updated_at: ts,
+            });
+        }
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(rel))
+}
+
+/// D8: deletes relationship `s -t-> e` and its index rows. `Ok(false)` if it did not exist.
+async fn delete_relationship(kura: &Kura, s: &str, t: &str, e: &str) -> AppResult<bool> {
+    let key = rel_key(s, t, e);
+    loop {
+        let Some(old) = load(kura, &key).await? else {
+            return Ok(false);
+        };
+        let ts = clock::tick().max(old.updated.saturating_add(1));
+        clock::observe(ts);
+        let cam = CheckAndMutate {
+            row: key.clone(),
+            family: FAMILY.into(),
+            qualifier: UPDATED.to_vec(),
+            expected: old.updated_raw,
+            mutations: vec![Mutation::DeleteRow {
+                timestamp: Some(ts),
+            }],
+        };
+        if !kura.check_and_mutate(TABLE, cam).await? {
+            continue;
+        }
+        // The D8 fix: the index keys come from the stored create time, not from `ts`.
+        let ms = index_keys(s, t, e, old.created)
+            .into_iter()
+            .map(|row| RowMutation {
+                row,
+                mutations: vec![Mutation::DeleteRow {
+                    timestamp: Some(ts),
+                }],
+            })
+            .collect();
+        kura.mutate_rows(TABLE, ms).await?;
+        return Ok(true);
+    }
+}
+
+async fn delete_relationship_handler(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+) -> AppResult<HttpResponse> {
+    let (s, t, e) = rel_path(&req)?;
+    let kura = state.kura.clone();
+    super::ensure_table(&kura, TABLE).await?;
+    run_detached(async move {
+        if delete_relationship(&kura, &s, &t, &e).await? {
+            Ok(())
+        } else {
+            Err(rel_missing(&s, &t, &e))
+        }
+    })
+    .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+// ---- adjacency --------------------------------------------------------------------------
+
+async fn adjacency(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
+    let id = request::path_str(&req, "id")?;
+    check_name("id", &id)?;
+    let q = request::query(&req)?;
+    let rel_type = q
+        .get("type")
+        .ok_or_else(|| AppError::bad("missing query parameter `type`"))?;
+    check_name("type", rel_type)?;
+    let dir = match q.get("direction").map(String::as_str) {
+        None | Some("outgoing") => OUTGOING,
+        Some("incoming") => INCOMING,
+        Some(other) => {
+            return Err(AppError::bad(format!(
+                "direction must be outgoing or incoming, got {other:?}"
+            )))
+        }
+    };
+    let limit = request::limit(&q)?;
+    let prefix = list_prefix(&id, dir, rel_type);
+    let node_prefix_len = node_index_prefix(&id).len();
+    let low = match q.get("after") {
+        None => Bound::Included(prefix.clone()),
+        Some(after) => {
+            let key = cursor::decode(after, &prefix)?;
+            if decode_index(&key, node_prefix_len).is_none() {
+                return Err(AppError::bad(
+                    "malformed cursor: it is not a position in this list",
+                ));
+            }
+            Bound::Excluded(key)
+        }
+    };
+    let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let kura = &state.kura;
+    super::ensure_table(kura, TABLE).await?;
+    if load(kura, &node_key(&id)).await?.is_none() {
+        return Err(node_missing(&id));
+    }
+    let spec = ScanSpec {
+        low,
+        high,
+        ..ScanSpec::all()
+    };
+    let rows = scan_rows(kura, TABLE, spec, 0, limit + 1).await?;
+    let next = (rows.len() > limit).then(|| cursor::encode(&rows[limit - 1].key));
+    let mut out = Vec::with_capacity(limit);
+    for row in rows.iter().take(limit) {
+        let entry = decode_index(&row.key, node_prefix_len)
+            .ok_or_else(|| AppError::Internal("graph index key of the wrong shape".into()))?;
+        let Some(cell) = row
+            .cells
+            .iter()
+            .find(|c| c.family == FAMILY.as_bytes() && c.qualifier.is_empty())
+        else {
+            continue;
+        };
+        let (s, t, e) = relationship_of(&id, &entry);
+        out.push(Relationship {
+            start: s,
+            rel_type: t,
+            end: e,
+            properties: decode_props(&cell.value)?,
+            created_at: entry.created,
+            updated_at: cell.timestamp,
+        });
+    }
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "relationships": out, "next": next })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_round_trip_in_the_sample_code_encoding() {
+        let mut p = Properties::new();
+        assert!(encode_props(&p).is_empty());
+        p.insert("since".into(), "2012".into());
+        p.insert("名前".into(), "値".into());
+        let v = encode_props(&p);
+        assert_eq!(&v[..4], &2u32.to_be_bytes());
+        assert_eq!(decode_props(&v).ok(), Some(p));
+        assert!(decode_props(&[0, 0, 0, 1]).is_err());
+    }
+
+    #[test]
+    fn adjacency_rows_share_the_node_salt_prefix_and_sort_newest_first() {
+        let [out_old, in_old] = index_keys("a", "follows", "b", 1000);
+        let [out_new, _] = index_keys("a", "follows", "c", 2000);
+        assert_eq!(out_old[..4], node_key("a")[..4]);
+        assert_eq!(in_old[..4], node_key("b")[..4]);
+        assert_eq!(rel_key("a", "follows", "b")[..4], node_key("a")[..4]);
+        assert!(out_new < out_old);
+        let p = list_prefix("a", OUTGOING, "follows");
+        assert!(out_old.starts_with(&p) && out_new.starts_with(&p));
+        let e = decode_index(&in_old, node_index_prefix("b").len()).expect("decodes");
+        assert_eq!(
+            (e.dir, e.rel_type.as_str(), e.created, e.other.as_str()),
+            (INCOMING, "follows", 1000, "a")
+        );
+    }
+
+    #[test]
+    fn a_name_in_both_put_and_delete_ends_deleted() {
+        let patch = PropertyPatch {
+            put: Some([("x".to_string(), "1".to_string())].into_iter().collect()),
+            delete: Some(vec!["x".into()]),
+        };
+        assert!(patch.apply(&Properties::new()).is_empty());
+    }
+}

@@ -1,0 +1,121 @@
+//! Request helpers shared by the applications: JSON bodies, query strings, path segments,
+//! `limit`, and running a write so that it finishes even if the client goes away.
+//!
+//! Bodies and query strings are parsed here rather than by actix extractors, so that every
+//! malformed input is an [`AppError::BadRequest`] in the contract's JSON shape and actix's
+//! default text errors never leak.
+//!
+//! # Invariants
+//! 1. A body over the limit is a 413, an empty or malformed body a 400, both with a JSON body.
+//! 2. Path segments are fully percent-decoded exactly once (actix leaves `%`, `/`, `+` encoded
+//!    in `match_info`; decoding here finishes the job without double-decoding).
+
+use super::error::{AppError, AppResult};
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::future::Future;
+
+/// Default and bounds of `limit` (APPS_API.md "Common rules").
+pub const DEFAULT_LIMIT: usize = 10;
+pub const MAX_LIMIT: usize = 1000;
+
+/// Reads the whole body (at most `max` bytes) and parses it as JSON.
+pub async fn read_json<T: DeserializeOwned>(mut payload: web::Payload, max: usize) -> AppResult<T> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| AppError::bad(format!("could not read the body: {e}")))?;
+        if body.len() + chunk.len() > max {
+            return Err(AppError::PayloadTooLarge(format!(
+                "body is larger than {max} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if body.is_empty() {
+        return Err(AppError::bad("a JSON body is required"));
+    }
+    serde_json::from_slice(&body).map_err(|e| AppError::bad(format!("invalid JSON body: {e}")))
+}
+
+/// The query string as a map (the last of repeated names wins).
+pub fn query(req: &HttpRequest) -> AppResult<HashMap<String, String>> {
+    web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(|q| q.into_inner().into_iter().collect())
+        .map_err(|e| AppError::bad(format!("malformed query string: {e}")))
+}
+
+/// `limit`: default 10, must be an integer in 1..=1000.
+pub fn limit(q: &HashMap<String, String>) -> AppResult<usize> {
+    match q.get("limit") {
+        None => Ok(DEFAULT_LIMIT),
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            _ => Err(AppError::bad(format!(
+                "limit must be an integer in 1..={MAX_LIMIT}, got {s:?}"
+            ))),
+        },
+    }
+}
+
+/// A non-negative integer query parameter with a default.
+pub fn query_u64(q: &HashMap<String, String>, name: &str, default: u64) -> AppResult<u64> {
+    match q.get(name) {
+        None => Ok(default),
+        Some(s) => s.parse::<u64>().map_err(|_| {
+            AppError::bad(format!("{name} must be a non-negative integer, got {s:?}"))
+        }),
+    }
+}
+
+/// A path segment, percent-decoded, as UTF-8.
+pub fn path_str(req: &HttpRequest, name: &str) -> AppResult<String> {
+    let raw = req
+        .match_info()
+        .get(name)
+        .ok_or_else(|| AppError::Internal(format!("route has no segment {name}")))?;
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| AppError::bad(format!("{name} is not valid UTF-8 once percent-decoded")))
+}
+
+/// A path segment that must be an unsigned 64-bit integer.
+pub fn path_u64(req: &HttpRequest, name: &str) -> AppResult<u64> {
+    let s = path_str(req, name)?;
+    s.parse::<u64>().map_err(|_| {
+        AppError::bad(format!(
+            "{name} must be an unsigned 64-bit integer, got {s:?}"
+        ))
+    })
+}
+
+/// Runs a multi-step write on its own task and waits for it. Dropping the request (client gone)
+/// does not cancel the task, so a write never stops between an entity row and its index rows.
+pub async fn run_detached<T, F>(fut: F) -> AppResult<T>
+where
+    T: 'static,
+    F: Future<Output = AppResult<T>> + 'static,
+{
+    actix_web::rt::spawn(fut)
+        .await
+        .map_err(|e| AppError::Internal(format!("request task failed: {e}")))?
+}
+
+/// `{"error": ...}` 404 for unknown paths under `/apps/`.
+pub async fn not_found(req: HttpRequest) -> AppResult<HttpResponse> {
+    Err(AppError::NotFound(format!(
+        "no such application path: {}",
+        req.path()
+    )))
+}
+
+/// `{"error": ...}` 405 for a known path with the wrong method.
+pub async fn method_not_allowed(req: HttpRequest) -> AppResult<HttpResponse> {
+    Err(AppError::MethodNotAllowed(format!(
+        "{} is not supported on {}",
+        req.method(),
+        req.path()
+    )))
+}
