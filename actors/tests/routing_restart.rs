@@ -1,0 +1,190 @@
+//! The layout survives restarts: same buckets, same regions, same data; tables are created and
+//! dropped durably.
+
+mod common;
+use common::*;
+use kura_actors::*;
+
+#[actix_rt::test]
+async fn routing_is_stable_across_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 256, 4)).await.expect("create");
+    // Fixed vectors: xxh3_64(key) % 256 (see salt.rs).
+    assert_eq!(kura.bucket_of("t", b"row-1"), Some(123));
+    assert_eq!(kura.bucket_of("t", b"row-2"), Some(113));
+    for i in 0..200 {
+        kura.mutate("t", put(&key(i), format!("v{i}").as_bytes()))
+            .await
+            .expect("put");
+    }
+    let before: Vec<(u64, u32, u32)> = kura
+        .regions("t")
+        .await
+        .expect("regions")
+        .iter()
+        .map(|r| (r.id, r.bucket_start, r.bucket_end))
+        .collect();
+    assert_eq!(before.len(), 4);
+    assert_eq!(
+        before.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+        vec![(0, 64), (64, 128), (128, 192), (192, 256)]
+    );
+    let buckets: Vec<Option<u32>> = (0..200).map(|i| kura.bucket_of("t", &key(i))).collect();
+    kura.shutdown().await.expect("shutdown");
+    assert!(matches!(
+        kura.get("t", &key(0), &ReadSpec::default()).await,
+        Err(ActorError::ShuttingDown)
+    ));
+
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    let after: Vec<(u64, u32, u32)> = kura
+        .regions("t")
+        .await
+        .expect("regions")
+        .iter()
+        .map(|r| (r.id, r.bucket_start, r.bucket_end))
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(kura.bucket_of("t", b"row-1"), Some(123));
+    for (i, bucket) in buckets.iter().enumerate() {
+        assert_eq!(kura.bucket_of("t", &key(i)), *bucket);
+        let row = kura
+            .get("t", &key(i), &ReadSpec::default())
+            .await
+            .expect("get")
+            .expect("row");
+        assert_eq!(value(&row), format!("v{i}").as_bytes());
+    }
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn tables_are_created_and_dropped_durably() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("keep", 16, 2))
+        .await
+        .expect("create keep");
+    kura.create_table(table("gone", 16, 2))
+        .await
+        .expect("create gone");
+    assert!(matches!(
+        kura.create_table(table("keep", 16, 2)).await,
+        Err(ActorError::TableExists(_))
+    ));
+    assert!(matches!(
+        kura.create_table(table("../etc", 16, 2)).await,
+        Err(ActorError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        kura.create_table(TableDescriptor::new("nofam", vec![]))
+            .await,
+        Err(ActorError::InvalidArgument(_))
+    ));
+    kura.mutate("gone", put(b"a", b"1")).await.expect("put");
+    kura.mutate("keep", put(b"b", b"2")).await.expect("put");
+    let names: Vec<String> = kura.list_tables().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, vec!["gone".to_string(), "keep".to_string()]);
+
+    kura.drop_table("gone").await.expect("drop");
+    assert!(matches!(
+        kura.get("gone", b"a", &ReadSpec::default()).await,
+        Err(ActorError::TableNotFound(_))
+    ));
+    assert!(matches!(
+        kura.drop_table("gone").await,
+        Err(ActorError::TableNotFound(_))
+    ));
+    assert!(kura.table("gone").is_none());
+    kura.shutdown().await.expect("shutdown");
+
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    assert!(kura.table("gone").is_none());
+    assert!(kura.table("keep").is_some());
+    assert_eq!(
+        kura.get("keep", b"b", &ReadSpec::default())
+            .await
+            .expect("get")
+            .map(|r| value(&r).to_vec()),
+        Some(b"2".to_vec())
+    );
+    // Re-creating a dropped table starts empty.
+    kura.create_table(table("gone", 16, 2))
+        .await
+        .expect("re-create");
+    assert_eq!(
+        kura.get("gone", b"a", &ReadSpec::default())
+            .await
+            .expect("get"),
+        None
+    );
+    // Only the live regions have directories (asking for their stats waits for them to open).
+    assert_eq!(kura.regions("gone").await.expect("regions").len(), 2);
+    assert_eq!(kura.regions("keep").await.expect("regions").len(), 2);
+    let dirs = std::fs::read_dir(dir.path().join("regions"))
+        .expect("regions dir")
+        .count();
+    assert_eq!(dirs, 4);
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn orphan_region_directories_are_removed_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    kura.shutdown().await.expect("shutdown");
+    let orphan = dir.path().join("regions").join("999");
+    std::fs::create_dir_all(&orphan).expect("orphan");
+    std::fs::write(orphan.join("junk"), b"x").expect("junk");
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    assert!(!orphan.exists());
+    assert_eq!(kura.regions("t").await.expect("regions").len(), 2);
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn alter_table_adds_and_replaces_families() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    let put_d = RowMutation {
+        row: b"r".to_vec(),
+        mutations: vec![Mutation::Put {
+            family: b"d".to_vec(),
+            qualifier: b"q".to_vec(),
+            timestamp: None,
+            value: b"x".to_vec(),
+        }],
+    };
+    assert!(matches!(
+        kura.mutate("t", put_d.clone()).await,
+        Err(ActorError::NoSuchFamily { .. })
+    ));
+    let add = TableDescriptor::new("t", vec![FamilyDescriptor::new("d").with_max_versions(3)]);
+    let merged = kura
+        .alter_table(add, AlterMode::Merge)
+        .await
+        .expect("alter");
+    assert_eq!(merged.families.len(), 2);
+    kura.mutate("t", put_d)
+        .await
+        .expect("put into the new family");
+    kura.shutdown().await.expect("shutdown");
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    let t = kura.table("t").expect("table");
+    assert_eq!(
+        t.families
+            .iter()
+            .map(|f| f.name.clone())
+            .collect::<Vec<_>>(),
+        vec![b"cf".to_vec(), b"d".to_vec()]
+    );
+    assert!(kura
+        .get("t", b"r", &ReadSpec::default())
+        .await
+        .expect("get")
+        .is_some());
+    kura.shutdown().await.expect("shutdown");
+}
