@@ -25,15 +25,33 @@ pub enum Error {
     CounterOverflow { column: String },
     /// A file is damaged: the file, the byte offset and what was wrong.
     #[error("corruption in {file} at offset {offset}: {reason}")]
-    Corruption { file: PathBuf, offset: u64, reason: String },
+    Corruption {
+        file: PathBuf,
+        offset: u64,
+        reason: String,
+    },
     /// An fsync (or another write whose failure leaves the log in doubt) failed earlier; the
     /// store refuses every operation until it is reopened and recovered from disk.
     #[error("region store is poisoned after a failed write or fsync: {0}")]
     Poisoned(String),
     /// An operating-system I/O error, with the file it concerned.
     #[error("I/O error on {file}: {source}")]
-    Io { file: PathBuf, #[source] source: std::io::Error },
+    Io {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// A record could not be encoded or decoded (a bug or a version mismatch).
     #[error("codec error: {0}")]
     Codec(String),
+}
+
+impl Error {
+    /// An I/O error on `file`.
+    pub(crate) fn io(file: &std::path::Path, source: std::io::Error) -> Error {
+        Error::Io {
+            file: file.to_path_buf(),
+            source,
+        }
+    }
 }

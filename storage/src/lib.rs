@@ -11,15 +11,32 @@
 //! # Layout
 //! - [`model`]: cells, mutations, read and scan specifications (the public vocabulary).
 //! - [`region_store`]: log + memtable + segments behind the public operations.
+//! - [`fs`]: the file-system layer ([`fs::StdFs`], and [`fs::SimFs`] for crash and fault tests).
+//! - [`codec`]: the bincode configuration and the format version.
+//! - `key`: internal key order; `memtable`; `segment`; `log`; `manifest`; `merge` (k-way merge);
+//!   `resolve` (HBase visibility rules, shared by reads and major compaction).
 //! - [`error`]: the crate's one error enum.
 //!
 //! # Guarantees
 //! See `storage/FORMAT.md` for the byte-level formats and the recovery steps.
 
+pub mod codec;
 pub mod error;
+pub mod fs;
+mod key;
+mod log;
+mod manifest;
+mod memtable;
+mod merge;
 pub mod model;
 pub mod region_store;
+mod resolve;
+mod segment;
 
 pub use error::{Error, Result};
+pub use fs::{Fault, FaultOp, FileSystem, SimFs, StdFs};
 pub use model::*;
-pub use region_store::{Durability, RecoveryMode, RecoveryReport, RegionStats, RegionStore, StoreOptions};
+pub use region_store::{
+    CompactionOutput, CompactionTask, Durability, RecoveryMode, RecoveryReport, RegionStats,
+    RegionStore, RowPredicate, StoreOptions,
+};

@@ -40,7 +40,11 @@ pub struct FamilyDescriptor {
 impl FamilyDescriptor {
     /// A family with HBase's defaults: 1 version, no TTL.
     pub fn new(name: impl Into<Vec<u8>>) -> Self {
-        FamilyDescriptor { name: name.into(), max_versions: 1, ttl_secs: None }
+        FamilyDescriptor {
+            name: name.into(),
+            max_versions: 1,
+            ttl_secs: None,
+        }
     }
 
     /// Builder: set the maximum number of versions.
@@ -78,14 +82,30 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mutation {
     /// Write a version of a column.
-    Put { family: Vec<u8>, qualifier: Vec<u8>, timestamp: Option<Timestamp>, value: Vec<u8> },
+    Put {
+        family: Vec<u8>,
+        qualifier: Vec<u8>,
+        timestamp: Option<Timestamp>,
+        value: Vec<u8>,
+    },
     /// Delete exactly one version (`Delete.addColumn`). `timestamp: None` deletes the latest
     /// visible version (the store reads it first); a no-op when the column has none.
-    DeleteVersion { family: Vec<u8>, qualifier: Vec<u8>, timestamp: Option<Timestamp> },
+    DeleteVersion {
+        family: Vec<u8>,
+        qualifier: Vec<u8>,
+        timestamp: Option<Timestamp>,
+    },
     /// Delete every version of a column with timestamp `<=` the given one (`Delete.addColumns`).
-    DeleteColumn { family: Vec<u8>, qualifier: Vec<u8>, timestamp: Option<Timestamp> },
+    DeleteColumn {
+        family: Vec<u8>,
+        qualifier: Vec<u8>,
+        timestamp: Option<Timestamp>,
+    },
     /// Delete every version of every column of a family with timestamp `<=` the given one.
-    DeleteFamily { family: Vec<u8>, timestamp: Option<Timestamp> },
+    DeleteFamily {
+        family: Vec<u8>,
+        timestamp: Option<Timestamp>,
+    },
     /// Delete every cell of the row with timestamp `<=` the given one: a family marker for every
     /// family of the store (HBase's `new Delete(row, ts)`).
     DeleteRow { timestamp: Option<Timestamp> },
@@ -187,7 +207,10 @@ pub struct TimeRange {
 
 impl TimeRange {
     /// Every timestamp (`[0, i64::MAX)` plus `i64::MAX` itself is never stored).
-    pub const ALL: TimeRange = TimeRange { min: i64::MIN, max: i64::MAX };
+    pub const ALL: TimeRange = TimeRange {
+        min: i64::MIN,
+        max: i64::MAX,
+    };
 
     /// True if `ts` is inside the range.
     pub fn contains(&self, ts: Timestamp) -> bool {
@@ -212,7 +235,11 @@ pub struct ReadSpec {
 
 impl Default for ReadSpec {
     fn default() -> Self {
-        ReadSpec { columns: ColumnSelection::all(), time_range: TimeRange::ALL, max_versions: 1 }
+        ReadSpec {
+            columns: ColumnSelection::all(),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+        }
     }
 }
 
@@ -256,8 +283,16 @@ impl ScanSpec {
     /// HBase's forward scan: `start` inclusive, `stop` exclusive; an empty key means unbounded.
     pub fn forward(start: &[u8], stop: &[u8]) -> Self {
         ScanSpec {
-            low: if start.is_empty() { Bound::Unbounded } else { Bound::Included(start.to_vec()) },
-            high: if stop.is_empty() { Bound::Unbounded } else { Bound::Excluded(stop.to_vec()) },
+            low: if start.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Included(start.to_vec())
+            },
+            high: if stop.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(stop.to_vec())
+            },
             ..ScanSpec::all()
         }
     }
@@ -300,7 +335,10 @@ pub struct ScanLimits {
 
 impl Default for ScanLimits {
     fn default() -> Self {
-        ScanLimits { max_rows: 1000, max_bytes: 4 << 20 }
+        ScanLimits {
+            max_rows: 1000,
+            max_bytes: 4 << 20,
+        }
     }
 }
 

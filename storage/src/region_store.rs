@@ -1,12 +1,49 @@
 //! The region store: one region's log, memtable and segments behind the public operations.
 //!
-//! (API contract; the implementation fills these bodies.)
+//! # Write path
+//! `write_batch` turns each operation into its *effects* (concrete timestamps, resulting values),
+//! appends them as one log frame per operation to a pending buffer and inserts them into the
+//! memtable; at the end of the batch the buffer is written with one `write` and, in `Sync`
+//! mode, made durable with one fsync (group commit). Only then are the results returned. A failed
+//! write or fsync poisons the store: every operation of the batch fails and every later call is
+//! refused until the store is reopened (and recovered from what is on disk).
+//!
+//! # Read path
+//! A k-way merge of the memtable and the segments, positioned at the first row wanted, feeds
+//! [`crate::resolve::Retention`] one row at a time; nothing beyond one row is materialized.
+//! Reversed scans find each previous row by asking every source for its greatest row below the
+//! current one, then read that row forward.
+//!
+//! # Files (see `storage/FORMAT.md`)
+//! `MANIFEST`, `NNNNNNNNNNNNNNNN.seg` segments, `NNNNNNNNNNNNNNNN.log` logs, all in the store's
+//! directory. File ids come from one counter kept in the manifest.
+//!
+//! # Invariants
+//! 1. Every entry's seq is unique and larger than every seq written before it, across restarts.
+//! 2. Server timestamps never go backwards, across restarts too: the clock is logged with every
+//!    record and stored in the manifest. After a delete marker with a server timestamp `t`, the
+//!    next server timestamp is at least `t + 1`, so "delete then put" within one millisecond
+//!    leaves the put visible.
+//! 3. Flush order: segment written, fsynced, renamed, dir fsynced; new log created and
+//!    fsynced; manifest replaced; only then the old log is deleted.
+//! 4. A poisoned store answers `Error::Poisoned` to everything.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, StdFs};
+use crate::key::{row_successor, Entry, Kind, MemKey};
+use crate::log::{self, LogCell, LogRecord, LogWriter};
+use crate::manifest::{self, FamilyRecord, Manifest, SegmentRecord};
+use crate::memtable::Memtable;
+use crate::merge::{EntrySource, MergeIter};
 use crate::model::*;
-use std::path::Path;
+use crate::resolve::{Retention, Rules, Verdict};
+use crate::segment::{Segment, SegmentInfo, SegmentWriter};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// When an acknowledged write is durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -41,7 +78,7 @@ pub struct StoreOptions {
     pub memtable_budget: usize,
     /// Rows this store owns; reads skip, and compactions drop, rows for which it is false
     /// (used by region splits). `None` = every row.
-    pub owns_row: Option<Arc<dyn Fn(&[u8]) -> bool + Send + Sync>>,
+    pub owns_row: Option<RowPredicate>,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -100,15 +137,1293 @@ pub struct RegionStats {
     pub poisoned: bool,
 }
 
+/// How a read-modify-write computes a new value: `(family, qualifier, old value, argument)`.
+type Combine<A> = dyn Fn(&[u8], &[u8], Option<&[u8]>, &A) -> Result<Vec<u8>>;
+
+/// A predicate over row keys (see [`StoreOptions::owns_row`]).
+pub type RowPredicate = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The per-store clock for server timestamps (invariant 2).
+#[derive(Debug, Default)]
+struct Clock {
+    last: i64,
+    floor: i64,
+}
+
+impl Clock {
+    fn now(&mut self) -> i64 {
+        let t = wall_ms().max(self.last).max(self.floor);
+        self.last = t;
+        t
+    }
+
+    fn now_for_delete(&mut self) -> i64 {
+        let t = self.now();
+        self.floor = t.saturating_add(1);
+        t
+    }
+
+    fn persisted(&self) -> i64 {
+        self.last.max(self.floor)
+    }
+
+    fn observe(&mut self, clock: i64) {
+        self.last = self.last.max(clock);
+    }
+}
+
+fn seg_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:016}.seg"))
+}
+
+fn log_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:016}.log"))
+}
+
+fn parse_id(name: &str, ext: &str) -> Option<u64> {
+    name.strip_suffix(ext)
+        .filter(|s| s.len() == 16)
+        .and_then(|s| s.parse().ok())
+}
+
+fn lossy_column(family: &[u8], qualifier: &[u8]) -> String {
+    format!(
+        "{}:{}",
+        String::from_utf8_lossy(family),
+        String::from_utf8_lossy(qualifier)
+    )
+}
+
+fn no_such_family(family: &[u8]) -> Error {
+    Error::NoSuchFamily {
+        family: String::from_utf8_lossy(family).into_owned(),
+    }
+}
+
+fn check_row(row: &[u8]) -> Result<()> {
+    if row.is_empty() {
+        return Err(Error::InvalidArgument("empty row key".into()));
+    }
+    Ok(())
+}
+
+/// Insert the effects of one logged record into the memtable.
+fn apply_record(memtable: &mut Memtable, rec: &LogRecord) -> Result<()> {
+    for (i, c) in rec.cells.iter().enumerate() {
+        let kind = Kind::from_u8(c.kind)
+            .ok_or_else(|| Error::Codec(format!("unknown entry kind {}", c.kind)))?;
+        if (kind == Kind::DeleteFamily) != c.qualifier.is_none() {
+            return Err(Error::Codec(
+                "qualifier presence does not match the entry kind".into(),
+            ));
+        }
+        let key = MemKey::new(&rec.row, &c.family, c.qualifier.as_deref(), c.ts, kind);
+        memtable.insert(key, rec.seq + i as u64, &c.value);
+    }
+    Ok(())
+}
+
+/// Write a segment file `id` in `dir` from the entries `fill` adds; `None` if it added none.
+fn write_segment(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    id: u64,
+    fill: &mut dyn FnMut(&mut SegmentWriter) -> Result<()>,
+) -> Result<Option<Segment>> {
+    let path = seg_path(dir, id);
+    let tmp = path.with_extension("seg.tmp");
+    let mut w = SegmentWriter::create(fs, &tmp)?;
+    let filled = fill(&mut w);
+    if filled.is_err() || w.entries() == 0 {
+        drop(w);
+        let _ = fs.remove(&tmp);
+        return filled.map(|_| None);
+    }
+    let info: SegmentInfo = w.finish()?;
+    fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let seg = Segment::open(fs, &path, id)?;
+    debug_assert_eq!(seg.info.entries, info.entries);
+    Ok(Some(seg))
+}
+
+/// Consume the entries of `row` from `it`, pushing the visible cells `read` selects.
+fn collect_row<'a>(
+    it: &mut MergeIter<'a>,
+    row: &[u8],
+    read: &ReadSpec,
+    rules: &Rules,
+    out: &mut Vec<Cell>,
+) -> Result<()> {
+    let mut ret = Retention::new(rules);
+    let mut last_col: Option<(&'a [u8], &'a [u8])> = None;
+    let mut count = 0u32;
+    let max_versions = read.max_versions.max(1);
+    loop {
+        let e = match it.peek() {
+            Some(e) if e.row == row => *e,
+            _ => break,
+        };
+        it.next()?;
+        if !read.columns.touches_family(e.family) || ret.offer(&e) != Verdict::Keep {
+            continue;
+        }
+        let q = e.qualifier.unwrap_or(&[]);
+        if !read.columns.selects(e.family, q) || !read.time_range.contains(e.ts) {
+            continue;
+        }
+        if last_col != Some((e.family, q)) {
+            last_col = Some((e.family, q));
+            count = 0;
+        }
+        count += 1;
+        if count > max_versions {
+            continue;
+        }
+        out.push(Cell {
+            family: e.family.to_vec(),
+            qualifier: q.to_vec(),
+            timestamp: e.ts,
+            value: e.value.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// Consume the entries of `row` from `it`.
+fn skip_row(it: &mut MergeIter<'_>, row: &[u8]) -> Result<()> {
+    while it.peek().is_some_and(|e| e.row == row) {
+        it.next()?;
+    }
+    Ok(())
+}
+
+/// Copy every raw entry (markers and all versions) of the rows `keep_row` accepts, dropping
+/// only overwritten duplicates and entries of dropped families.
+fn copy_raw(
+    it: &mut MergeIter<'_>,
+    rules: &Rules,
+    keep_row: &dyn Fn(&[u8]) -> bool,
+    w: &mut SegmentWriter,
+) -> Result<()> {
+    let mut prev: Option<Entry<'_>> = None;
+    let mut row_kept = false;
+    while let Some(e) = it.next()? {
+        if prev.is_none_or(|p| p.row != e.row) {
+            row_kept = keep_row(e.row);
+        }
+        let dup = prev.is_some_and(|p| p.same_key(&e));
+        prev = Some(e);
+        if !row_kept || dup {
+            continue;
+        }
+        match rules.get(e.family) {
+            Some(rule) if e.seq >= rule.floor => w.add(&e)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn row_bytes(row: &Row) -> usize {
+    row.key.len()
+        + row
+            .cells
+            .iter()
+            .map(|c| c.family.len() + c.qualifier.len() + c.value.len() + 16)
+            .sum::<usize>()
+}
+
+/// A compaction prepared by [`RegionStore::compaction_task`], runnable on another thread.
+pub struct CompactionTask {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    id: u64,
+    inputs: Vec<Arc<Segment>>,
+    major: bool,
+    drop_markers: bool,
+    rules: Rules,
+    owns_row: Option<RowPredicate>,
+}
+
+impl std::fmt::Debug for CompactionTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionTask")
+            .field("id", &self.id)
+            .field(
+                "inputs",
+                &self.inputs.iter().map(|s| s.id).collect::<Vec<_>>(),
+            )
+            .field("major", &self.major)
+            .finish()
+    }
+}
+
+/// The result of [`CompactionTask::run`], to hand to [`RegionStore::install_compaction`].
+#[derive(Debug)]
+pub struct CompactionOutput {
+    inputs: Vec<u64>,
+    output: Option<Segment>,
+    /// Entries read from the inputs' footers.
+    pub entries_in: u64,
+    /// Entries written to the new segment.
+    pub entries_out: u64,
+}
+
+impl CompactionTask {
+    /// Merge the input segments into one new segment file (written, fsynced, renamed into
+    /// place). Minor: keeps every entry except overwritten duplicates, dropped families and
+    /// rows the store does not own. Major: keeps only retained puts (see
+    /// [`crate::resolve`]), dropping masked, expired and excess versions and, when the
+    /// memtable was empty at task creation, the delete markers.
+    pub fn run(self) -> Result<CompactionOutput> {
+        let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> = Vec::new();
+        for s in &self.inputs {
+            sources.push(Box::new(s.iter_from(None)?));
+        }
+        let mut it = MergeIter::new(sources)?;
+        let owns = self.owns_row.clone();
+        let keep_row = move |row: &[u8]| owns.as_ref().is_none_or(|p| p(row));
+        let rules = &self.rules;
+        let (major, drop_markers) = (self.major, self.drop_markers);
+        let output = write_segment(&*self.fs, &self.dir, self.id, &mut |w| {
+            if !major {
+                return copy_raw(&mut it, rules, &keep_row, w);
+            }
+            while let Some(first) = it.peek().copied() {
+                let row = first.row;
+                if !keep_row(row) {
+                    skip_row(&mut it, row)?;
+                    continue;
+                }
+                let mut ret = Retention::new(rules);
+                loop {
+                    let e = match it.peek() {
+                        Some(e) if e.row == row => *e,
+                        _ => break,
+                    };
+                    it.next()?;
+                    match ret.offer(&e) {
+                        Verdict::Keep => w.add(&e)?,
+                        Verdict::Marker if !drop_markers => w.add(&e)?,
+                        _ => {}
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        let entries_in = self.inputs.iter().map(|s| s.info.entries).sum();
+        let entries_out = output.as_ref().map_or(0, |s| s.info.entries);
+        Ok(CompactionOutput {
+            inputs: self.inputs.iter().map(|s| s.id).collect(),
+            output,
+            entries_in,
+            entries_out,
+        })
+    }
+}
+
 /// One region's store.
 pub struct RegionStore {
-    _private: (),
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    durability: Durability,
+    memtable_budget: usize,
+    families: Vec<FamilyDescriptor>,
+    floors: BTreeMap<Vec<u8>, u64>,
+    owns_row: Option<RowPredicate>,
+    memtable: Memtable,
+    segments: Vec<Arc<Segment>>,
+    log: LogWriter,
+    next_file: AtomicU64,
+    next_seq: u64,
+    clock: Clock,
+    poisoned: Option<String>,
+    last_sync: Instant,
+    unsynced_writes: u64,
+    stats: RegionStats,
+    reads: AtomicU64,
+}
+
+impl std::fmt::Debug for RegionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegionStore")
+            .field("dir", &self.dir)
+            .field("families", &self.families)
+            .field("segments", &self.segments.len())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RegionStore {
     /// Open (creating if absent) the store in `dir`: read the manifest, open the segments,
     /// replay the log tail.
-    pub fn open(_dir: &Path, _options: StoreOptions) -> Result<(RegionStore, RecoveryReport)> {
-        todo!()
+    pub fn open(dir: &Path, options: StoreOptions) -> Result<(RegionStore, RecoveryReport)> {
+        RegionStore::open_with_fs(Arc::new(StdFs), dir, options)
     }
+
+    /// [`RegionStore::open`] over any [`FileSystem`] (tests use [`crate::fs::SimFs`]).
+    ///
+    /// Recovery steps (FORMAT.md "Recovery"): read the manifest; open and check every segment
+    /// it names; replay the logs numbered from the manifest's `log_number` up, stopping at the
+    /// first bad frame (truncating the log there, or refusing in `Strict` mode unless it is a
+    /// torn tail); delete files no manifest names; adopt the families of `options` (if any).
+    pub fn open_with_fs(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<(RegionStore, RecoveryReport)> {
+        let started = Instant::now();
+        fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let existing = manifest::read(&*fs, dir)?;
+        let fresh = existing.is_none();
+        let m = existing.unwrap_or(Manifest {
+            next_file: 1,
+            ..Manifest::default()
+        });
+
+        let mut logs = Vec::new();
+        let mut seg_files = Vec::new();
+        let mut max_id = 0;
+        for name in fs.list(dir).map_err(|e| Error::io(dir, e))? {
+            if name.ends_with(".tmp") {
+                let _ = fs.remove(&dir.join(&name));
+            } else if let Some(id) = parse_id(&name, ".log") {
+                logs.push(id);
+                max_id = max_id.max(id);
+            } else if let Some(id) = parse_id(&name, ".seg") {
+                seg_files.push(id);
+                max_id = max_id.max(id);
+            }
+        }
+        logs.sort_unstable();
+
+        let mut segments = Vec::new();
+        let mut next_seq = m.last_seq + 1;
+        for rec in &m.segments {
+            let seg = Segment::open(&*fs, &seg_path(dir, rec.id), rec.id)?;
+            next_seq = next_seq.max(seg.info.max_seq + 1);
+            segments.push(Arc::new(seg));
+        }
+        let mut clock = Clock::default();
+        clock.observe(m.clock);
+        let mut memtable = Memtable::default();
+        let mut report = RecoveryReport {
+            segments: segments.len(),
+            ..RecoveryReport::default()
+        };
+        let strict = options.recovery == RecoveryMode::Strict;
+        let mut active: Option<(u64, u64)> = None;
+        let mut stopped = false;
+        for &n in logs.iter().filter(|n| **n >= m.log_number) {
+            let path = log_path(dir, n);
+            if stopped {
+                // Everything after the first bad frame is dropped, later logs included.
+                report.bytes_dropped += fs.len(&path).unwrap_or(0);
+                fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+                continue;
+            }
+            let out = log::replay(&*fs, &path, strict, &mut |rec| {
+                apply_record(&mut memtable, &rec)?;
+                next_seq = next_seq.max(rec.seq + rec.cells.len() as u64);
+                clock.observe(rec.clock);
+                Ok(())
+            })?;
+            report.log_records_replayed += out.records;
+            report.log_bytes_replayed += out.valid_len;
+            if let Some(d) = out.damage {
+                if strict && !d.tail {
+                    return Err(Error::Corruption {
+                        file: path,
+                        offset: d.offset,
+                        reason: d.reason,
+                    });
+                }
+                tracing::warn!(
+                    file = %path.display(),
+                    offset = d.offset,
+                    dropped = out.file_len - out.valid_len,
+                    reason = %d.reason,
+                    "log damaged: truncating at the first bad frame"
+                );
+                report.truncated_at = Some(d.offset);
+                report.bytes_dropped += out.file_len - out.valid_len;
+                fs.truncate(&path, out.valid_len)
+                    .map_err(|e| Error::io(&path, e))?;
+                stopped = true;
+            }
+            active = Some((n, out.valid_len));
+        }
+
+        let next_file = AtomicU64::new(m.next_file.max(max_id + 1));
+        let log = match active {
+            Some((n, len)) if len >= log::LOG_HEADER_LEN => {
+                LogWriter::open(&*fs, &log_path(dir, n), n, len)?
+            }
+            Some((n, _)) => LogWriter::create(&*fs, &log_path(dir, n), n)?,
+            None => {
+                let n = next_file.fetch_add(1, Ordering::SeqCst);
+                LogWriter::create(&*fs, &log_path(dir, n), n)?
+            }
+        };
+        fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+
+        let mut floors: BTreeMap<Vec<u8>, u64> = m.family_floors.iter().cloned().collect();
+        let stored: Vec<FamilyDescriptor> = m.families.iter().map(FamilyDescriptor::from).collect();
+        let families = if options.families.is_empty() {
+            stored.clone()
+        } else {
+            options.families
+        };
+        validate_families(&families)?;
+        for old in &stored {
+            if !families.iter().any(|f| f.name == old.name) {
+                floors.insert(old.name.clone(), next_seq);
+            }
+        }
+        let log_number = log.number;
+        let mut store = RegionStore {
+            fs,
+            dir: dir.to_path_buf(),
+            durability: options.durability,
+            memtable_budget: options.memtable_budget,
+            families,
+            floors,
+            owns_row: options.owns_row,
+            memtable,
+            segments,
+            log,
+            next_file,
+            next_seq,
+            clock,
+            poisoned: None,
+            last_sync: Instant::now(),
+            unsynced_writes: 0,
+            stats: RegionStats::default(),
+            reads: AtomicU64::new(0),
+        };
+        if fresh || store.families != stored || log_number < m.log_number {
+            store.write_manifest(&store.segments, store.log.number)?;
+        }
+        // Files no manifest names: orphans of an interrupted flush or compaction, old logs.
+        let live: BTreeSet<u64> = store.segments.iter().map(|s| s.id).collect();
+        for id in seg_files.into_iter().filter(|id| !live.contains(id)) {
+            let _ = store.fs.remove(&seg_path(dir, id));
+        }
+        for id in logs.into_iter().filter(|id| *id < m.log_number) {
+            let _ = store.fs.remove(&log_path(dir, id));
+        }
+        if store.memtable.bytes() > store.memtable_budget {
+            store.flush()?;
+        }
+        report.duration = started.elapsed();
+        Ok((store, report))
+    }
+
+    fn write_manifest(&self, segments: &[Arc<Segment>], log_number: u64) -> Result<()> {
+        let m = Manifest {
+            next_file: self.next_file.load(Ordering::SeqCst),
+            log_number,
+            segments: segments
+                .iter()
+                .map(|s| SegmentRecord {
+                    id: s.id,
+                    entries: s.info.entries,
+                    max_seq: s.info.max_seq,
+                    file_bytes: s.info.file_bytes,
+                })
+                .collect(),
+            families: self.families.iter().map(FamilyRecord::from).collect(),
+            family_floors: self.floors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            last_seq: self.next_seq.saturating_sub(1),
+            clock: self.clock.persisted(),
+        };
+        manifest::write(&*self.fs, &self.dir, &m)
+    }
+
+    fn alloc_file(&self) -> u64 {
+        self.next_file.fetch_add(1, Ordering::SeqCst)
+    }
+
+    fn poison(&mut self, e: &Error) {
+        if self.poisoned.is_none() {
+            tracing::error!(dir = %self.dir.display(), error = %e, "region store poisoned");
+            self.poisoned = Some(e.to_string());
+        }
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(p) => Err(Error::Poisoned(p.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// The column families of the store.
+    pub fn families(&self) -> &[FamilyDescriptor] {
+        &self.families
+    }
+
+    /// Replace the column families (persisted in the manifest). Cells of a family dropped here
+    /// become invisible, and stay so if a family of the same name is added again later.
+    pub fn set_families(&mut self, families: Vec<FamilyDescriptor>) -> Result<()> {
+        self.check_usable()?;
+        validate_families(&families)?;
+        let mut floors = self.floors.clone();
+        for old in &self.families {
+            if !families.iter().any(|f| f.name == old.name) {
+                floors.insert(old.name.clone(), self.next_seq);
+            }
+        }
+        let (old_families, old_floors) = (
+            std::mem::replace(&mut self.families, families),
+            std::mem::replace(&mut self.floors, floors),
+        );
+        if let Err(e) = self.write_manifest(&self.segments, self.log.number) {
+            self.families = old_families;
+            self.floors = old_floors;
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Restrict the rows this store serves (see [`StoreOptions::owns_row`]).
+    pub fn set_owns_row(&mut self, pred: Option<RowPredicate>) {
+        self.owns_row = pred;
+    }
+
+    fn check_family(&self, family: &[u8]) -> Result<()> {
+        if self.families.iter().any(|f| f.name == family) {
+            Ok(())
+        } else {
+            Err(no_such_family(family))
+        }
+    }
+
+    fn check_read(&self, read: &ReadSpec) -> Result<()> {
+        for c in &read.columns.0 {
+            match c {
+                ColumnSpec::Family(f) | ColumnSpec::Column(f, _) => self.check_family(f)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn rules(&self) -> Rules {
+        Rules::new(&self.families, &self.floors, wall_ms())
+    }
+
+    fn owns(&self, row: &[u8]) -> bool {
+        self.owns_row.as_ref().is_none_or(|p| p(row))
+    }
+
+    fn sources_from(&self, row: Option<&[u8]>) -> Result<MergeIter<'_>> {
+        let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> =
+            Vec::with_capacity(1 + self.segments.len());
+        sources.push(Box::new(match row {
+            Some(r) => self.memtable.iter_from(r),
+            None => self.memtable.iter_all(),
+        }));
+        for s in &self.segments {
+            sources.push(Box::new(s.iter_from(row)?));
+        }
+        MergeIter::new(sources)
+    }
+
+    /// The greatest row below `upper` in any source (`None` bound: the greatest row).
+    fn last_row_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        let mut best: Option<&[u8]> = self.memtable.last_row_before(upper);
+        for s in &self.segments {
+            if let Some(r) = s.last_row_before(upper)? {
+                if best.is_none_or(|b| r > b) {
+                    best = Some(r);
+                }
+            }
+        }
+        Ok(best.map(<[u8]>::to_vec))
+    }
+
+    /// Read `row` from `it` (positioned at it) as the store's reads see it.
+    fn visible_row(
+        &self,
+        it: &mut MergeIter<'_>,
+        row: &[u8],
+        read: &ReadSpec,
+        rules: &Rules,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<Option<Row>> {
+        if !self.owns(row) || filter.is_some_and(|f| !f.accept_key(row)) {
+            skip_row(it, row)?;
+            return Ok(None);
+        }
+        let mut cells = Vec::new();
+        collect_row(it, row, read, rules, &mut cells)?;
+        if let Some(f) = filter {
+            if !f.accept_row(row, &mut cells) {
+                return Ok(None);
+            }
+        }
+        Ok((!cells.is_empty()).then(|| Row {
+            key: row.to_vec(),
+            cells,
+        }))
+    }
+
+    /// The visible cells of one row, or `None` if it has none.
+    pub fn get(&self, row: &[u8], read: &ReadSpec) -> Result<Option<Row>> {
+        self.get_filtered(row, read, None)
+    }
+
+    /// [`RegionStore::get`] through a filter.
+    pub fn get_filtered(
+        &self,
+        row: &[u8],
+        read: &ReadSpec,
+        filter: Option<&dyn RowFilter>,
+    ) -> Result<Option<Row>> {
+        self.check_usable()?;
+        check_row(row)?;
+        self.check_read(read)?;
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let rules = self.rules();
+        let mut it = self.sources_from(Some(row))?;
+        if it.peek().is_none_or(|e| e.row != row) {
+            return Ok(None);
+        }
+        self.visible_row(&mut it, row, read, &rules, filter)
+    }
+
+    /// The latest visible version of one column.
+    fn latest(&self, row: &[u8], family: &[u8], qualifier: &[u8]) -> Result<Option<Cell>> {
+        let read = ReadSpec {
+            columns: ColumnSelection(vec![ColumnSpec::Column(
+                family.to_vec(),
+                qualifier.to_vec(),
+            )]),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+        };
+        Ok(self.get(row, &read)?.and_then(|mut r| r.cells.pop()))
+    }
+
+    /// One page of a range scan, forward or reversed. Streams: only the rows of the page (and
+    /// one row at a time while looking for them) are held in memory.
+    pub fn scan(&self, spec: &ScanSpec, limits: ScanLimits) -> Result<ScanPage> {
+        self.check_usable()?;
+        self.check_read(&spec.read)?;
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let rules = self.rules();
+        let filter = spec.filter.as_deref();
+        let max_rows = limits.max_rows.max(1);
+        let mut page = ScanPage::default();
+        let mut bytes = 0usize;
+        let mut full = false;
+        let mut take = |row: Row, page: &mut ScanPage| -> bool {
+            if full {
+                return false;
+            }
+            bytes += row_bytes(&row);
+            page.rows.push(row);
+            full = page.rows.len() >= max_rows || bytes >= limits.max_bytes;
+            true
+        };
+        if !spec.reversed {
+            let start = match &spec.low {
+                Bound::Unbounded => None,
+                Bound::Included(k) => Some(k.clone()),
+                Bound::Excluded(k) => Some(row_successor(k)),
+            };
+            let mut it = self.sources_from(start.as_deref())?;
+            while let Some(first) = it.peek().copied() {
+                let row = first.row;
+                if !spec.contains(row) {
+                    break;
+                }
+                if let Some(r) = self.visible_row(&mut it, row, &spec.read, &rules, filter)? {
+                    if !take(r, &mut page) {
+                        return Ok(page);
+                    }
+                }
+            }
+        } else {
+            let mut upper = match &spec.high {
+                Bound::Unbounded => None,
+                Bound::Included(k) => Some(row_successor(k)),
+                Bound::Excluded(k) => Some(k.clone()),
+            };
+            while let Some(row) = self.last_row_before(upper.as_deref())? {
+                if !spec.contains(&row) {
+                    break;
+                }
+                let mut it = self.sources_from(Some(&row))?;
+                if let Some(r) = self.visible_row(&mut it, &row, &spec.read, &rules, filter)? {
+                    if !take(r, &mut page) {
+                        return Ok(page);
+                    }
+                }
+                upper = Some(row);
+            }
+        }
+        page.complete = true;
+        Ok(page)
+    }
+
+    fn resolve_ts(&mut self, ts: Option<Timestamp>) -> Timestamp {
+        match ts {
+            Some(t) if t != LATEST_TIMESTAMP => t,
+            _ => self.clock.now(),
+        }
+    }
+
+    fn resolve_delete_ts(&mut self, ts: Option<Timestamp>) -> Timestamp {
+        match ts {
+            Some(t) if t != LATEST_TIMESTAMP => t,
+            _ => self.clock.now_for_delete(),
+        }
+    }
+
+    /// The effects of `mutations` on `row`, appended to `out`.
+    fn mutation_effects(
+        &mut self,
+        row: &[u8],
+        mutations: &[Mutation],
+        out: &mut Vec<LogCell>,
+    ) -> Result<()> {
+        for m in mutations {
+            if let Some(f) = m.family() {
+                self.check_family(f)?;
+            }
+        }
+        let cell =
+            |family: &[u8], qualifier: Option<&[u8]>, ts, kind: Kind, value: &[u8]| LogCell {
+                family: family.to_vec(),
+                qualifier: qualifier.map(<[u8]>::to_vec),
+                ts,
+                kind: kind as u8,
+                value: value.to_vec(),
+            };
+        for m in mutations {
+            match m {
+                Mutation::Put {
+                    family,
+                    qualifier,
+                    timestamp,
+                    value,
+                } => {
+                    let ts = self.resolve_ts(*timestamp);
+                    out.push(cell(family, Some(qualifier), ts, Kind::Put, value));
+                }
+                Mutation::DeleteVersion {
+                    family,
+                    qualifier,
+                    timestamp,
+                } => {
+                    let ts = match timestamp {
+                        Some(t) if *t != LATEST_TIMESTAMP => *t,
+                        _ => match self.latest(row, family, qualifier)? {
+                            Some(c) => c.timestamp,
+                            None => continue,
+                        },
+                    };
+                    out.push(cell(family, Some(qualifier), ts, Kind::DeleteVersion, &[]));
+                }
+                Mutation::DeleteColumn {
+                    family,
+                    qualifier,
+                    timestamp,
+                } => {
+                    let ts = self.resolve_delete_ts(*timestamp);
+                    out.push(cell(family, Some(qualifier), ts, Kind::DeleteColumn, &[]));
+                }
+                Mutation::DeleteFamily { family, timestamp } => {
+                    let ts = self.resolve_delete_ts(*timestamp);
+                    out.push(cell(family, None, ts, Kind::DeleteFamily, &[]));
+                }
+                Mutation::DeleteRow { timestamp } => {
+                    let ts = self.resolve_delete_ts(*timestamp);
+                    let names: Vec<Vec<u8>> =
+                        self.families.iter().map(|f| f.name.clone()).collect();
+                    for f in names {
+                        out.push(cell(&f, None, ts, Kind::DeleteFamily, &[]));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Read-modify-write of several columns: `combine(old, arg)` gives the new value.
+    fn read_modify_write<A>(
+        &mut self,
+        row: &[u8],
+        columns: &[(Vec<u8>, Vec<u8>, A)],
+        combine: &Combine<A>,
+        out: &mut Vec<LogCell>,
+    ) -> Result<Vec<Cell>> {
+        check_row(row)?;
+        for (f, _, _) in columns {
+            self.check_family(f)?;
+        }
+        let read = ReadSpec {
+            columns: ColumnSelection(
+                columns
+                    .iter()
+                    .map(|(f, q, _)| ColumnSpec::Column(f.clone(), q.clone()))
+                    .collect(),
+            ),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+        };
+        let mut current: Vec<Cell> = self.get(row, &read)?.map(|r| r.cells).unwrap_or_default();
+        let now = self.clock.now();
+        let mut results = Vec::with_capacity(columns.len());
+        for (f, q, arg) in columns {
+            let old = current
+                .iter()
+                .position(|c| &c.family == f && &c.qualifier == q);
+            let (old_value, old_ts) = match old {
+                Some(i) => (
+                    Some(current[i].value.as_slice()),
+                    Some(current[i].timestamp),
+                ),
+                None => (None, None),
+            };
+            let value = combine(f, q, old_value, arg)?;
+            // Never hide the new value behind an existing version with a newer timestamp.
+            let ts = match old_ts {
+                Some(t) if t >= now => t.saturating_add(1),
+                _ => now,
+            };
+            let new = Cell {
+                family: f.clone(),
+                qualifier: q.clone(),
+                timestamp: ts,
+                value,
+            };
+            match old {
+                Some(i) => current[i] = new.clone(),
+                None => current.push(new.clone()),
+            }
+            results.push(new);
+        }
+        for c in &results {
+            out.push(LogCell {
+                family: c.family.clone(),
+                qualifier: Some(c.qualifier.clone()),
+                ts: c.timestamp,
+                kind: Kind::Put as u8,
+                value: c.value.clone(),
+            });
+        }
+        Ok(results)
+    }
+
+    /// Log and apply the effects of one operation on one row.
+    fn commit(&mut self, row: Vec<u8>, cells: Vec<LogCell>) -> Result<()> {
+        if cells.is_empty() {
+            return Ok(());
+        }
+        let rec = LogRecord {
+            seq: self.next_seq,
+            clock: self.clock.persisted(),
+            row,
+            cells,
+        };
+        self.log.add(&rec)?;
+        apply_record(&mut self.memtable, &rec)?;
+        self.next_seq += rec.cells.len() as u64;
+        Ok(())
+    }
+
+    fn apply_op(&mut self, op: WriteOp) -> Result<WriteOutcome> {
+        let mut cells = Vec::new();
+        match op {
+            WriteOp::Mutate(m) => {
+                check_row(&m.row)?;
+                self.mutation_effects(&m.row, &m.mutations, &mut cells)?;
+                self.commit(m.row, cells)?;
+                Ok(WriteOutcome::Mutated)
+            }
+            WriteOp::Increment(inc) => {
+                let combine = |f: &[u8], q: &[u8], old: Option<&[u8]>, amount: &i64| {
+                    let column = || lossy_column(f, q);
+                    let old = match old {
+                        None => 0,
+                        Some(v) => {
+                            let bytes: [u8; 8] = v.try_into().map_err(|_| Error::NotACounter {
+                                column: column(),
+                                len: v.len(),
+                            })?;
+                            i64::from_be_bytes(bytes)
+                        }
+                    };
+                    let new = old
+                        .checked_add(*amount)
+                        .ok_or_else(|| Error::CounterOverflow { column: column() })?;
+                    Ok(new.to_be_bytes().to_vec())
+                };
+                let results =
+                    self.read_modify_write(&inc.row, &inc.columns, &combine, &mut cells)?;
+                self.commit(inc.row, cells)?;
+                Ok(WriteOutcome::Cells(results))
+            }
+            WriteOp::Append(app) => {
+                let combine = |_: &[u8], _: &[u8], old: Option<&[u8]>, suffix: &Vec<u8>| {
+                    let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
+                    v.extend_from_slice(suffix);
+                    Ok(v)
+                };
+                let results =
+                    self.read_modify_write(&app.row, &app.columns, &combine, &mut cells)?;
+                self.commit(app.row, cells)?;
+                Ok(WriteOutcome::Cells(results))
+            }
+            WriteOp::CheckAndMutate(cam) => {
+                check_row(&cam.row)?;
+                self.check_family(&cam.family)?;
+                for m in &cam.mutations {
+                    if let Some(f) = m.family() {
+                        self.check_family(f)?;
+                    }
+                }
+                let current = self.latest(&cam.row, &cam.family, &cam.qualifier)?;
+                let matches = if cam.expected.is_empty() {
+                    current.is_none_or(|c| c.value.is_empty())
+                } else {
+                    current.is_some_and(|c| c.value == cam.expected)
+                };
+                if !matches {
+                    return Ok(WriteOutcome::Checked(false));
+                }
+                self.mutation_effects(&cam.row, &cam.mutations, &mut cells)?;
+                self.commit(cam.row, cells)?;
+                Ok(WriteOutcome::Checked(true))
+            }
+        }
+    }
+
+    /// Apply a batch of writes with one log write and (in `Sync` mode) one fsync, then return
+    /// one result per operation, in order. Each operation is atomic for its row; the batch is
+    /// not atomic as a whole. If the log write or fsync fails, the store is poisoned and every
+    /// operation of the batch fails with `Error::Poisoned` (none is acknowledged).
+    pub fn write_batch(&mut self, ops: Vec<WriteOp>) -> Vec<Result<WriteOutcome>> {
+        if let Err(e) = self.check_usable() {
+            let msg = e.to_string();
+            return ops
+                .iter()
+                .map(|_| Err(Error::Poisoned(msg.clone())))
+                .collect();
+        }
+        let mut results: Vec<Result<WriteOutcome>> =
+            ops.into_iter().map(|op| self.apply_op(op)).collect();
+        let applied = results.iter().filter(|r| r.is_ok()).count() as u64;
+        if let Err(e) = self.finish_batch(applied) {
+            self.poison(&e);
+            let msg = e.to_string();
+            for r in results.iter_mut() {
+                *r = Err(Error::Poisoned(msg.clone()));
+            }
+            return results;
+        }
+        self.stats.writes += applied;
+        if self.memtable.bytes() > self.memtable_budget {
+            // The batch is durable in the log already: a failed flush poisons the store for
+            // later calls but does not take back these acknowledgements.
+            let _ = self.flush();
+        }
+        results
+    }
+
+    fn finish_batch(&mut self, applied: u64) -> Result<()> {
+        self.log.write_pending()?;
+        self.unsynced_writes += applied;
+        let due = match self.durability {
+            Durability::Sync => true,
+            Durability::Interval(d) => self.last_sync.elapsed() >= d,
+            Durability::None => false,
+        };
+        if due && self.log.has_unsynced() {
+            self.sync_log()?;
+        }
+        Ok(())
+    }
+
+    fn sync_log(&mut self) -> Result<()> {
+        self.log.write_pending()?;
+        self.log.sync()?;
+        self.stats.fsyncs += 1;
+        self.stats.synced_writes += std::mem::take(&mut self.unsynced_writes);
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    fn single(&mut self, op: WriteOp) -> Result<WriteOutcome> {
+        self.write_batch(vec![op])
+            .pop()
+            .unwrap_or_else(|| Err(Error::InvalidArgument("empty batch".into())))
+    }
+
+    /// Apply the mutations of one row atomically (durable per the durability mode).
+    pub fn mutate_row(&mut self, m: RowMutation) -> Result<()> {
+        self.single(WriteOp::Mutate(m)).map(|_| ())
+    }
+
+    /// Increment counters of one row atomically; returns the new values (8-byte big-endian).
+    pub fn increment(&mut self, inc: Increment) -> Result<Vec<Cell>> {
+        match self.single(WriteOp::Increment(inc))? {
+            WriteOutcome::Cells(c) => Ok(c),
+            other => Err(Error::Codec(format!("unexpected outcome {other:?}"))),
+        }
+    }
+
+    /// Append onto values of one row atomically; returns the new values.
+    pub fn append(&mut self, app: Append) -> Result<Vec<Cell>> {
+        match self.single(WriteOp::Append(app))? {
+            WriteOutcome::Cells(c) => Ok(c),
+            other => Err(Error::Codec(format!("unexpected outcome {other:?}"))),
+        }
+    }
+
+    /// Check one column and, if it matches, apply the mutations atomically.
+    pub fn check_and_mutate(&mut self, cam: CheckAndMutate) -> Result<bool> {
+        match self.single(WriteOp::CheckAndMutate(cam))? {
+            WriteOutcome::Checked(b) => Ok(b),
+            other => Err(Error::Codec(format!("unexpected outcome {other:?}"))),
+        }
+    }
+
+    /// In `Interval` mode, fsync the log if there are unsynced writes and the interval has
+    /// elapsed since the last fsync. A failed fsync poisons the store.
+    pub fn sync_if_due(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if let Durability::Interval(d) = self.durability {
+            if self.log.has_unsynced() && self.last_sync.elapsed() >= d {
+                if let Err(e) = self.sync_log() {
+                    self.poison(&e);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the memtable to a new segment and rotate the log (FORMAT.md "Flush").
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_usable()?;
+        let r = self.flush_inner();
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        r
+    }
+
+    fn flush_inner(&mut self) -> Result<()> {
+        self.log.write_pending()?;
+        if self.memtable.is_empty() {
+            return Ok(());
+        }
+        let id = self.alloc_file();
+        let memtable = &self.memtable;
+        let seg = write_segment(&*self.fs, &self.dir, id, &mut |w| {
+            let mut it = memtable.iter_all();
+            while let Some(e) = it.next_entry()? {
+                w.add(&e)?;
+            }
+            Ok(())
+        })?;
+        let log_id = self.alloc_file();
+        let new_log = LogWriter::create(&*self.fs, &log_path(&self.dir, log_id), log_id)?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?;
+        let mut segments = self.segments.clone();
+        segments.extend(seg.map(Arc::new));
+        self.write_manifest(&segments, log_id)?;
+        let old_log = std::mem::replace(&mut self.log, new_log);
+        let old_path = old_log.path().to_path_buf();
+        drop(old_log);
+        if let Err(e) = self.fs.remove(&old_path) {
+            tracing::warn!(file = %old_path.display(), error = %e, "could not delete old log");
+        }
+        self.segments = segments;
+        self.memtable = Memtable::default();
+        self.unsynced_writes = 0;
+        self.stats.flushes += 1;
+        Ok(())
+    }
+
+    /// Compact synchronously. Minor: merge every segment, keeping every entry. Major: flush
+    /// first, then keep only what reads can see (dropping masked cells, expired cells, versions
+    /// beyond each family's maximum, and the delete markers).
+    pub fn compact(&mut self, major: bool) -> Result<()> {
+        self.check_usable()?;
+        if major {
+            self.flush()?;
+        }
+        match self.compaction_task(major) {
+            Some(task) => {
+                let out = task.run()?;
+                self.install_compaction(out)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Prepare a compaction that can run on another thread ([`CompactionTask::run`]); its
+    /// result is installed with [`RegionStore::install_compaction`]. `None` if there is
+    /// nothing to do (no segment, or fewer than two for a minor compaction). A major task drops
+    /// delete markers only if the memtable is empty now (flush first).
+    pub fn compaction_task(&self, major: bool) -> Option<CompactionTask> {
+        if self.poisoned.is_some()
+            || self.segments.is_empty()
+            || (!major && self.segments.len() < 2)
+        {
+            return None;
+        }
+        Some(CompactionTask {
+            fs: self.fs.clone(),
+            dir: self.dir.clone(),
+            id: self.alloc_file(),
+            inputs: self.segments.clone(),
+            major,
+            drop_markers: major && self.memtable.is_empty(),
+            rules: self.rules(),
+            owns_row: self.owns_row.clone(),
+        })
+    }
+
+    /// Replace a compaction's input segments by its output (manifest first, then the old files
+    /// are deleted). Fails, leaving the store unchanged, if an input is no longer live.
+    pub fn install_compaction(&mut self, out: CompactionOutput) -> Result<()> {
+        self.check_usable()?;
+        let live: BTreeSet<u64> = self.segments.iter().map(|s| s.id).collect();
+        if !out.inputs.iter().all(|id| live.contains(id)) {
+            if let Some(seg) = &out.output {
+                let _ = self.fs.remove(seg.path());
+            }
+            return Err(Error::InvalidArgument(
+                "compaction inputs are no longer live".into(),
+            ));
+        }
+        let inputs: BTreeSet<u64> = out.inputs.iter().copied().collect();
+        let mut segments: Vec<Arc<Segment>> = self
+            .segments
+            .iter()
+            .filter(|s| !inputs.contains(&s.id))
+            .cloned()
+            .collect();
+        segments.extend(out.output.map(Arc::new));
+        if let Err(e) = self.write_manifest(&segments, self.log.number) {
+            self.poison(&e);
+            return Err(e);
+        }
+        let old = std::mem::replace(&mut self.segments, segments);
+        for s in old.iter().filter(|s| inputs.contains(&s.id)) {
+            let _ = self.fs.remove(s.path());
+        }
+        let _ = self.fs.sync_dir(&self.dir);
+        self.stats.compactions += 1;
+        Ok(())
+    }
+
+    /// For a region split: durably write every raw entry (all versions and delete markers) of
+    /// the rows `pred` accepts as a new store in `dest_dir` (one segment and a manifest, both
+    /// fsynced), which [`RegionStore::open`] then opens. The families are `options.families`,
+    /// or this store's if that is empty.
+    pub fn export_rows(
+        &mut self,
+        pred: &dyn Fn(&[u8]) -> bool,
+        dest_dir: &Path,
+        options: StoreOptions,
+    ) -> Result<()> {
+        self.check_usable()?;
+        let fs = &*self.fs;
+        fs.create_dir_all(dest_dir)
+            .map_err(|e| Error::io(dest_dir, e))?;
+        let rules = self.rules();
+        let mut it = self.sources_from(None)?;
+        let seg = write_segment(fs, dest_dir, 1, &mut |w| copy_raw(&mut it, &rules, pred, w))?;
+        let families = if options.families.is_empty() {
+            self.families.clone()
+        } else {
+            options.families.clone()
+        };
+        let m = Manifest {
+            next_file: 2,
+            log_number: 2,
+            segments: seg
+                .iter()
+                .map(|s| SegmentRecord {
+                    id: s.id,
+                    entries: s.info.entries,
+                    max_seq: s.info.max_seq,
+                    file_bytes: s.info.file_bytes,
+                })
+                .collect(),
+            families: families.iter().map(FamilyRecord::from).collect(),
+            family_floors: self.floors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            last_seq: self.next_seq.saturating_sub(1),
+            clock: self.clock.persisted(),
+        };
+        manifest::write(fs, dest_dir, &m)?;
+        if let Some(parent) = dest_dir.parent() {
+            fs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes held by the memtable and the segment files.
+    pub fn approximate_size(&self) -> u64 {
+        self.memtable.bytes() as u64 + self.segments.iter().map(|s| s.info.file_bytes).sum::<u64>()
+    }
+
+    /// Figures for metrics.
+    pub fn stats(&self) -> RegionStats {
+        RegionStats {
+            memtable_bytes: self.memtable.bytes() as u64,
+            memtable_cells: self.memtable.len() as u64,
+            segments: self.segments.len() as u64,
+            segment_bytes: self.segments.iter().map(|s| s.info.file_bytes).sum(),
+            segment_cells: self.segments.iter().map(|s| s.info.entries).sum(),
+            log_bytes: self.log.len(),
+            reads: self.reads.load(Ordering::Relaxed),
+            poisoned: self.poisoned.is_some(),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Sync the log and flush the memtable, so that the next open replays nothing.
+    pub fn close(mut self) -> Result<()> {
+        self.check_usable()?;
+        self.sync_log()?;
+        self.flush_inner()
+    }
+}
+
+fn validate_families(families: &[FamilyDescriptor]) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for f in families {
+        if f.name.is_empty() || f.name.len() > u16::MAX as usize || f.name.contains(&b':') {
+            return Err(Error::InvalidArgument(format!(
+                "invalid family name {:?}",
+                String::from_utf8_lossy(&f.name)
+            )));
+        }
+        if !seen.insert(f.name.as_slice()) {
+            return Err(Error::InvalidArgument(format!(
+                "duplicate family {}",
+                String::from_utf8_lossy(&f.name)
+            )));
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,114 @@
+//! The memtable: the newest entries, in memory, sorted by internal key.
+//!
+//! # Invariants
+//! 1. One slot per key apart from seq: a later write of an identical key replaces the earlier
+//!    one (it always has a higher seq), so a re-put overwrites in place.
+//! 2. `bytes` approximates the heap held (keys, values and per-entry overhead); the store
+//!    flushes once it exceeds the memtable budget.
+
+use crate::error::Result;
+use crate::key::{Entry, MemKey};
+use crate::merge::EntrySource;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// Bytes charged per entry on top of key and value (tree node share, lengths, seq).
+const ENTRY_OVERHEAD: usize = 64;
+
+#[derive(Debug)]
+pub(crate) struct MemValue {
+    pub seq: u64,
+    pub value: Box<[u8]>,
+}
+
+/// Sorted in-memory entries.
+#[derive(Debug, Default)]
+pub(crate) struct Memtable {
+    map: BTreeMap<MemKey, MemValue>,
+    bytes: usize,
+    max_seq: u64,
+}
+
+impl Memtable {
+    pub(crate) fn insert(&mut self, key: MemKey, seq: u64, value: &[u8]) {
+        let add = key.heap_bytes() + value.len() + ENTRY_OVERHEAD;
+        self.max_seq = self.max_seq.max(seq);
+        match self.map.get_mut(&key) {
+            Some(old) => {
+                if seq >= old.seq {
+                    self.bytes = (self.bytes + value.len()).saturating_sub(old.value.len());
+                    *old = MemValue {
+                        seq,
+                        value: value.into(),
+                    };
+                }
+            }
+            None => {
+                self.bytes += add;
+                self.map.insert(
+                    key,
+                    MemValue {
+                        seq,
+                        value: value.into(),
+                    },
+                );
+            }
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Entries from the first key of `row` on.
+    pub(crate) fn iter_from(&self, row: &[u8]) -> MemSource<'_> {
+        MemSource {
+            range: self
+                .map
+                .range((Bound::Included(MemKey::row_start(row)), Bound::Unbounded)),
+        }
+    }
+
+    /// Every entry.
+    pub(crate) fn iter_all(&self) -> MemSource<'_> {
+        MemSource {
+            range: self.map.range::<MemKey, _>(..),
+        }
+    }
+
+    /// The greatest row strictly below `row` (`None` = below no bound: the greatest row).
+    pub(crate) fn last_row_before(&self, row: Option<&[u8]>) -> Option<&[u8]> {
+        let last = match row {
+            Some(r) => self.map.range(..MemKey::row_start(r)).next_back(),
+            None => self.map.iter().next_back(),
+        };
+        last.map(|(k, _)| k.row())
+    }
+}
+
+/// A memtable range as an entry source.
+pub(crate) struct MemSource<'a> {
+    range: std::collections::btree_map::Range<'a, MemKey, MemValue>,
+}
+
+impl<'a> EntrySource<'a> for MemSource<'a> {
+    fn next_entry(&mut self) -> Result<Option<Entry<'a>>> {
+        Ok(self.range.next().map(|(k, v)| Entry {
+            row: k.row(),
+            family: k.family(),
+            qualifier: k.qualifier(),
+            ts: k.ts,
+            kind: k.kind,
+            seq: v.seq,
+            value: &v.value,
+        }))
+    }
+}

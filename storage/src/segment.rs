@@ -1,0 +1,553 @@
+//! Segments: immutable sorted files of entries (HBase's HFile), read through a memory map.
+//!
+//! Layout (little-endian; see `storage/FORMAT.md` for the byte tables):
+//! `header (8) | data block* | index | footer (64)`. A data block is a run of encoded entries of
+//! about [`BLOCK_SIZE`] bytes; the index lists, per block, its offset, length, CRC-32 and last
+//! row; the footer locates the index and carries its CRC, counts, the format version and magic.
+//!
+//! # Invariants
+//! 1. Entries are written in [`crate::key::cmp_entries`] order; blocks never overlap.
+//! 2. A segment file is complete (fsynced, renamed into place) before any manifest names it and
+//!    is never modified afterwards, so mapping it is sound.
+//! 3. Every block's CRC is checked before any of its bytes are decoded (once per process: a
+//!    verified block is remembered), the index CRC and footer CRC at open. Every length read
+//!    from the file is bounds-checked: a damaged segment gives `Error::Corruption`, never a
+//!    panic.
+
+use crate::codec::FORMAT_VERSION;
+use crate::error::{Error, Result};
+use crate::fs::{FileBytes, FileSystem, WritableFile};
+use crate::key::{Entry, Kind};
+use crate::merge::EntrySource;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Target size of a data block.
+pub(crate) const BLOCK_SIZE: usize = 16 << 10;
+/// File header: magic + format version.
+pub(crate) const SEGMENT_MAGIC: [u8; 7] = *b"KURASEG";
+const HEADER_LEN: usize = 8;
+const FOOTER_LEN: usize = 64;
+const ENTRY_HEADER: usize = 31;
+/// Write to the file in chunks of this size.
+const WRITE_CHUNK: usize = 1 << 20;
+
+fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..7].copy_from_slice(&SEGMENT_MAGIC);
+    h[7] = FORMAT_VERSION;
+    h
+}
+
+/// Encode one entry (format: FORMAT.md "segment entry").
+pub(crate) fn encode_entry(e: &Entry<'_>, out: &mut Vec<u8>) {
+    let q = e.qualifier.unwrap_or(&[]);
+    out.extend_from_slice(&(e.row.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(e.family.len() as u16).to_le_bytes());
+    out.push(e.kind as u8);
+    out.extend_from_slice(&(q.len() as u32).to_le_bytes());
+    out.extend_from_slice(&e.ts.to_le_bytes());
+    out.extend_from_slice(&e.seq.to_le_bytes());
+    out.extend_from_slice(&(e.value.len() as u32).to_le_bytes());
+    out.extend_from_slice(e.row);
+    out.extend_from_slice(e.family);
+    out.extend_from_slice(q);
+    out.extend_from_slice(e.value);
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+}
+
+/// Decode the entry at `pos` of `block`; returns it and the position after it. `None` if the
+/// bytes do not hold a well-formed entry.
+fn decode_entry(block: &[u8], pos: usize) -> Option<(Entry<'_>, usize)> {
+    let h = block.get(pos..pos.checked_add(ENTRY_HEADER)?)?;
+    let row_len = u32_at(h, 0)? as usize;
+    let fam_len = u16::from_le_bytes([h[4], h[5]]) as usize;
+    let kind = Kind::from_u8(h[6])?;
+    let q_len = u32_at(h, 7)? as usize;
+    let ts = u64_at(h, 11)? as i64;
+    let seq = u64_at(h, 19)?;
+    let v_len = u32_at(h, 27)? as usize;
+    let mut p = pos + ENTRY_HEADER;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = block.get(p..p.checked_add(n)?)?;
+        p += n;
+        Some(s)
+    };
+    let row = take(row_len)?;
+    let family = take(fam_len)?;
+    let q = take(q_len)?;
+    let value = take(v_len)?;
+    if kind == Kind::DeleteFamily && !q.is_empty() {
+        return None;
+    }
+    let qualifier = if kind == Kind::DeleteFamily {
+        None
+    } else {
+        Some(q)
+    };
+    Some((
+        Entry {
+            row,
+            family,
+            qualifier,
+            ts,
+            kind,
+            seq,
+            value,
+        },
+        p,
+    ))
+}
+
+/// Figures about a segment, recorded in its footer and the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SegmentInfo {
+    pub entries: u64,
+    pub max_seq: u64,
+    pub file_bytes: u64,
+}
+
+/// Writes one segment file. The caller renames it into place after [`SegmentWriter::finish`].
+pub(crate) struct SegmentWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    out: Vec<u8>,
+    block: Vec<u8>,
+    last_row: Vec<u8>,
+    index: Vec<u8>,
+    block_count: u32,
+    offset: u64,
+    entries: u64,
+    max_seq: u64,
+}
+
+impl SegmentWriter {
+    pub(crate) fn create(fs: &dyn FileSystem, path: &Path) -> Result<SegmentWriter> {
+        let file = fs.create(path).map_err(|e| Error::io(path, e))?;
+        let mut out = Vec::with_capacity(WRITE_CHUNK + BLOCK_SIZE * 2);
+        out.extend_from_slice(&header());
+        Ok(SegmentWriter {
+            file,
+            path: path.to_path_buf(),
+            out,
+            block: Vec::with_capacity(BLOCK_SIZE * 2),
+            last_row: Vec::new(),
+            index: Vec::new(),
+            block_count: 0,
+            offset: HEADER_LEN as u64,
+            entries: 0,
+            max_seq: 0,
+        })
+    }
+
+    /// Add the next entry (in key order).
+    pub(crate) fn add(&mut self, e: &Entry<'_>) -> Result<()> {
+        encode_entry(e, &mut self.block);
+        if self.last_row.as_slice() != e.row {
+            self.last_row.clear();
+            self.last_row.extend_from_slice(e.row);
+        }
+        self.entries += 1;
+        self.max_seq = self.max_seq.max(e.seq);
+        if self.block.len() >= BLOCK_SIZE {
+            self.end_block()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    fn end_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let crc = crc32fast::hash(&self.block);
+        self.index.extend_from_slice(&self.offset.to_le_bytes());
+        self.index
+            .extend_from_slice(&(self.block.len() as u32).to_le_bytes());
+        self.index.extend_from_slice(&crc.to_le_bytes());
+        self.index
+            .extend_from_slice(&(self.last_row.len() as u32).to_le_bytes());
+        self.index.extend_from_slice(&self.last_row);
+        self.offset += self.block.len() as u64;
+        self.block_count += 1;
+        self.out.extend_from_slice(&self.block);
+        self.block.clear();
+        if self.out.len() >= WRITE_CHUNK {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    fn write_out(&mut self) -> Result<()> {
+        self.file
+            .write_all(&self.out)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Write the last block, the index and the footer, and fsync the file.
+    pub(crate) fn finish(mut self) -> Result<SegmentInfo> {
+        self.end_block()?;
+        let index_offset = self.offset;
+        let index = std::mem::take(&mut self.index);
+        let index_crc = crc32fast::hash(&index);
+        self.out.extend_from_slice(&index);
+        let mut footer = Vec::with_capacity(FOOTER_LEN);
+        footer.extend_from_slice(&index_offset.to_le_bytes());
+        footer.extend_from_slice(&(index.len() as u64).to_le_bytes());
+        footer.extend_from_slice(&index_crc.to_le_bytes());
+        footer.extend_from_slice(&self.block_count.to_le_bytes());
+        footer.extend_from_slice(&self.entries.to_le_bytes());
+        footer.extend_from_slice(&self.max_seq.to_le_bytes());
+        footer.extend_from_slice(&[0u8; 8]); // reserved
+        let footer_crc = crc32fast::hash(&footer);
+        footer.extend_from_slice(&footer_crc.to_le_bytes());
+        footer.extend_from_slice(&(FORMAT_VERSION as u32).to_le_bytes());
+        footer.extend_from_slice(&header());
+        debug_assert_eq!(footer.len(), FOOTER_LEN);
+        self.out.extend_from_slice(&footer);
+        let file_bytes = index_offset + index.len() as u64 + FOOTER_LEN as u64;
+        self.write_out()?;
+        self.file.sync().map_err(|e| Error::io(&self.path, e))?;
+        Ok(SegmentInfo {
+            entries: self.entries,
+            max_seq: self.max_seq,
+            file_bytes,
+        })
+    }
+}
+
+#[derive(Debug)]
+struct BlockHandle {
+    offset: usize,
+    len: usize,
+    crc: u32,
+    last_row: Vec<u8>,
+}
+
+/// An open, immutable segment.
+pub(crate) struct Segment {
+    pub id: u64,
+    path: PathBuf,
+    bytes: Arc<dyn FileBytes>,
+    blocks: Vec<BlockHandle>,
+    verified: Vec<AtomicBool>,
+    pub info: SegmentInfo,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("id", &self.id)
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+impl Segment {
+    /// Map and check a segment file: header, footer, index CRC and index bounds.
+    pub(crate) fn open(fs: &dyn FileSystem, path: &Path, id: u64) -> Result<Segment> {
+        let bytes = fs.map(path).map_err(|e| Error::io(path, e))?;
+        let corrupt = |offset: usize, reason: &str| Error::Corruption {
+            file: path.to_path_buf(),
+            offset: offset as u64,
+            reason: reason.to_string(),
+        };
+        let b = bytes.bytes();
+        if b.len() < HEADER_LEN + FOOTER_LEN {
+            return Err(corrupt(0, "segment shorter than header and footer"));
+        }
+        if b[..HEADER_LEN] != header() {
+            return Err(corrupt(0, "bad segment magic or version"));
+        }
+        let f_at = b.len() - FOOTER_LEN;
+        let footer = &b[f_at..];
+        if footer[56..64] != header() || u32_at(footer, 52) != Some(FORMAT_VERSION as u32) {
+            return Err(corrupt(f_at + 56, "bad footer magic or version"));
+        }
+        let stored_crc = u32_at(footer, 48).unwrap_or(0);
+        if crc32fast::hash(&footer[..48]) != stored_crc {
+            return Err(corrupt(f_at, "footer checksum mismatch"));
+        }
+        let index_offset = u64_at(footer, 0).unwrap_or(u64::MAX) as usize;
+        let index_len = u64_at(footer, 8).unwrap_or(u64::MAX) as usize;
+        let index_crc = u32_at(footer, 16).unwrap_or(0);
+        let block_count = u32_at(footer, 20).unwrap_or(0) as usize;
+        let entries = u64_at(footer, 24).unwrap_or(0);
+        let max_seq = u64_at(footer, 32).unwrap_or(0);
+        let index_end = index_offset.saturating_add(index_len);
+        if index_offset < HEADER_LEN || index_end != f_at {
+            return Err(corrupt(
+                f_at,
+                "index bounds do not match the footer position",
+            ));
+        }
+        let index = &b[index_offset..index_end];
+        if crc32fast::hash(index) != index_crc {
+            return Err(corrupt(index_offset, "index checksum mismatch"));
+        }
+        let mut blocks = Vec::with_capacity(block_count.min(index.len() / 20));
+        let mut p = 0usize;
+        let mut expect_offset = HEADER_LEN;
+        for _ in 0..block_count {
+            let bad = || corrupt(index_offset + p, "malformed index entry");
+            let offset = u64_at(index, p).ok_or_else(bad)? as usize;
+            let len = u32_at(index, p + 8).ok_or_else(bad)? as usize;
+            let crc = u32_at(index, p + 12).ok_or_else(bad)?;
+            let row_len = u32_at(index, p + 16).ok_or_else(bad)? as usize;
+            let row_end = (p + 20).checked_add(row_len).ok_or_else(bad)?;
+            let last_row = index.get(p + 20..row_end).ok_or_else(bad)?.to_vec();
+            if offset != expect_offset || len == 0 || offset + len > index_offset {
+                return Err(bad());
+            }
+            expect_offset = offset + len;
+            p = row_end;
+            blocks.push(BlockHandle {
+                offset,
+                len,
+                crc,
+                last_row,
+            });
+        }
+        if p != index.len() || expect_offset != index_offset {
+            return Err(corrupt(
+                index_offset + p,
+                "index does not cover the data blocks",
+            ));
+        }
+        let verified = (0..blocks.len()).map(|_| AtomicBool::new(false)).collect();
+        let info = SegmentInfo {
+            entries,
+            max_seq,
+            file_bytes: b.len() as u64,
+        };
+        Ok(Segment {
+            id,
+            path: path.to_path_buf(),
+            bytes,
+            blocks,
+            verified,
+            info,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The bytes of block `i`, CRC-checked.
+    fn block(&self, i: usize) -> Result<&[u8]> {
+        let h = &self.blocks[i];
+        let data = &self.bytes.bytes()[h.offset..h.offset + h.len];
+        if !self.verified[i].load(Ordering::Relaxed) {
+            if crc32fast::hash(data) != h.crc {
+                return Err(Error::Corruption {
+                    file: self.path.clone(),
+                    offset: h.offset as u64,
+                    reason: format!("block {i} checksum mismatch"),
+                });
+            }
+            self.verified[i].store(true, Ordering::Relaxed);
+        }
+        Ok(data)
+    }
+
+    fn bad_entry(&self, block: usize, pos: usize) -> Error {
+        Error::Corruption {
+            file: self.path.clone(),
+            offset: (self.blocks[block].offset + pos) as u64,
+            reason: "malformed entry".to_string(),
+        }
+    }
+
+    /// Entries from the first one of `row` on (`None` = from the start).
+    pub(crate) fn iter_from(&self, row: Option<&[u8]>) -> Result<SegmentSource<'_>> {
+        let start = match row {
+            None => 0,
+            Some(r) => self.blocks.partition_point(|b| b.last_row.as_slice() < r),
+        };
+        let mut src = SegmentSource {
+            seg: self,
+            block: start,
+            data: &[],
+            pos: 0,
+        };
+        if start < self.blocks.len() {
+            src.data = self.block(start)?;
+            if let Some(r) = row {
+                // Skip the entries of earlier rows in the first block.
+                while src.pos < src.data.len() {
+                    let (e, next) = decode_entry(src.data, src.pos)
+                        .ok_or_else(|| self.bad_entry(start, src.pos))?;
+                    if e.row >= r {
+                        break;
+                    }
+                    src.pos = next;
+                }
+            }
+        }
+        Ok(src)
+    }
+
+    /// The greatest row strictly below `row` (`None`: the greatest row of the segment).
+    pub(crate) fn last_row_before(&self, row: Option<&[u8]>) -> Result<Option<&[u8]>> {
+        let Some(r) = row else {
+            return Ok(self.blocks.last().map(|b| b.last_row.as_slice()));
+        };
+        let b = self.blocks.partition_point(|h| h.last_row.as_slice() < r);
+        if b < self.blocks.len() {
+            let data = self.block(b)?;
+            let mut pos = 0;
+            let mut found: Option<&[u8]> = None;
+            while pos < data.len() {
+                let (e, next) = decode_entry(data, pos).ok_or_else(|| self.bad_entry(b, pos))?;
+                if e.row >= r {
+                    break;
+                }
+                found = Some(e.row);
+                pos = next;
+            }
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(if b > 0 {
+            Some(self.blocks[b - 1].last_row.as_slice())
+        } else {
+            None
+        })
+    }
+}
+
+/// A segment range as an entry source.
+pub(crate) struct SegmentSource<'a> {
+    seg: &'a Segment,
+    block: usize,
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> EntrySource<'a> for SegmentSource<'a> {
+    fn next_entry(&mut self) -> Result<Option<Entry<'a>>> {
+        loop {
+            if self.block >= self.seg.blocks.len() {
+                return Ok(None);
+            }
+            if self.pos < self.data.len() {
+                let (e, next) = decode_entry(self.data, self.pos)
+                    .ok_or_else(|| self.seg.bad_entry(self.block, self.pos))?;
+                self.pos = next;
+                return Ok(Some(e));
+            }
+            self.block += 1;
+            self.pos = 0;
+            if self.block < self.seg.blocks.len() {
+                self.data = self.seg.block(self.block)?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::SimFs;
+
+    fn put(row: &'static [u8], seq: u64, value: &'static [u8]) -> Entry<'static> {
+        Entry {
+            row,
+            family: b"f",
+            qualifier: Some(b"q"),
+            ts: 5,
+            kind: Kind::Put,
+            seq,
+            value,
+        }
+    }
+
+    #[test]
+    fn written_segment_reads_back_and_seeks_by_row() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/1.seg");
+        let mut w = SegmentWriter::create(&fs, path).unwrap();
+        let rows: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| format!("row{i:05}").into_bytes())
+            .collect();
+        let value = vec![7u8; 40];
+        for (i, r) in rows.iter().enumerate() {
+            let e = Entry {
+                row: r,
+                value: &value,
+                ..put(b"", i as u64, b"")
+            };
+            w.add(&e).unwrap();
+        }
+        let info = w.finish().unwrap();
+        assert_eq!(info.entries, 3000);
+        let seg = Segment::open(&fs, path, 1).unwrap();
+        assert!(seg.blocks.len() > 1);
+        let mut it = seg.iter_from(Some(b"row01500")).unwrap();
+        assert_eq!(it.next_entry().unwrap().unwrap().row, b"row01500");
+        assert_eq!(it.next_entry().unwrap().unwrap().row, b"row01501");
+        assert_eq!(
+            seg.last_row_before(Some(b"row01500")).unwrap(),
+            Some(&b"row01499"[..])
+        );
+        assert_eq!(seg.last_row_before(Some(b"row00000")).unwrap(), None);
+        assert_eq!(seg.last_row_before(None).unwrap(), Some(&b"row02999"[..]));
+        let mut all = seg.iter_from(None).unwrap();
+        let mut n = 0;
+        while all.next_entry().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 3000);
+    }
+
+    #[test]
+    fn any_flipped_byte_is_an_error_or_a_correct_read_never_a_panic() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/1.seg");
+        let mut w = SegmentWriter::create(&fs, path).unwrap();
+        w.add(&put(b"a", 1, b"x")).unwrap();
+        w.add(&put(b"b", 2, b"y")).unwrap();
+        w.finish().unwrap();
+        let good = fs.read_file(path).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            fs.write_file(path, &bad).unwrap();
+            let res = Segment::open(&fs, path, 1).and_then(|s| {
+                let mut it = s.iter_from(None)?;
+                let mut rows = Vec::new();
+                while let Some(e) = it.next_entry()? {
+                    rows.push((e.row.to_vec(), e.value.to_vec()));
+                }
+                Ok(rows)
+            });
+            if let Ok(rows) = res {
+                assert_eq!(
+                    rows,
+                    vec![
+                        (b"a".to_vec(), b"x".to_vec()),
+                        (b"b".to_vec(), b"y".to_vec())
+                    ]
+                );
+            }
+        }
+    }
+}
