@@ -1,0 +1,133 @@
+//! Reopening a store gives back every acknowledged write, from the log, segments or both.
+mod common;
+use common::*;
+use kura_storage::*;
+
+#[test]
+fn reopen_after_drop_replays_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(dir.path());
+        mutate(
+            &mut s,
+            "a",
+            vec![put("cf", "q", Some(1), "v1"), put("cf", "q", Some(2), "v2")],
+        );
+        mutate(
+            &mut s,
+            "b",
+            vec![Mutation::DeleteColumn {
+                family: b"cf".to_vec(),
+                qualifier: b"q".to_vec(),
+                timestamp: Some(9),
+            }],
+        );
+        // Dropped without close: like a kill -9 after the acknowledgements.
+    }
+    let (s, report) = RegionStore::open(dir.path(), StoreOptions::new(families())).unwrap();
+    assert_eq!(report.log_records_replayed, 2);
+    assert_eq!(report.truncated_at, None);
+    assert_eq!(
+        cells(&s, "a", &read(3)),
+        vec![c("cf:q", 2, "v2"), c("cf:q", 1, "v1")]
+    );
+}
+
+#[test]
+fn reopen_after_flushes_and_compaction_keeps_segments_log_and_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(dir.path());
+        mutate(&mut s, "a", vec![put("cf", "q", Some(1), "seg")]);
+        s.flush().unwrap();
+        mutate(
+            &mut s,
+            "a",
+            vec![Mutation::DeleteColumn {
+                family: b"cf".to_vec(),
+                qualifier: b"q".to_vec(),
+                timestamp: Some(5),
+            }],
+        );
+        s.flush().unwrap();
+        s.compact(false).unwrap();
+        mutate(&mut s, "a", vec![put("cf", "q", Some(3), "masked")]);
+        mutate(&mut s, "b", vec![put("one", "x", Some(1), "log")]);
+    }
+    let (s, report) = RegionStore::open(dir.path(), StoreOptions::new(families())).unwrap();
+    assert_eq!(report.segments, 1);
+    assert!(
+        s.get(b"a", &read(3)).unwrap().is_none(),
+        "marker survives reopen"
+    );
+    assert_eq!(cells(&s, "b", &read(1)), vec![c("one:x", 1, "log")]);
+    s.close().unwrap();
+    let (s, report) = RegionStore::open(dir.path(), StoreOptions::new(families())).unwrap();
+    assert_eq!(report.log_records_replayed, 0, "close flushed everything");
+    assert_eq!(cells(&s, "b", &read(1)), vec![c("one:x", 1, "log")]);
+}
+
+#[test]
+fn families_are_persisted_and_adopted_when_options_name_none() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(dir.path());
+        s.set_families(vec![
+            FamilyDescriptor::new("cf"),
+            FamilyDescriptor::new("extra"),
+        ])
+        .unwrap();
+    }
+    let (s, _) = RegionStore::open(dir.path(), StoreOptions::new(Vec::new())).unwrap();
+    let names: Vec<_> = s.families().iter().map(|f| f.name.clone()).collect();
+    assert_eq!(names, vec![b"cf".to_vec(), b"extra".to_vec()]);
+}
+
+#[test]
+fn exported_rows_open_as_a_store_with_markers_and_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("child");
+    let mut s = open(&dir.path().join("parent"));
+    for row in ["a", "m", "z"] {
+        mutate(
+            &mut s,
+            row,
+            vec![
+                put("cf", "q", Some(1), "old"),
+                put("cf", "q", Some(2), "new"),
+            ],
+        );
+    }
+    s.flush().unwrap();
+    mutate(
+        &mut s,
+        "m",
+        vec![Mutation::DeleteColumn {
+            family: b"cf".to_vec(),
+            qualifier: b"q".to_vec(),
+            timestamp: Some(3),
+        }],
+    );
+    s.export_rows(
+        &|r: &[u8]| r >= b"m".as_slice(),
+        &dest,
+        StoreOptions::new(Vec::new()),
+    )
+    .unwrap();
+    let (child, _) = RegionStore::open(&dest, StoreOptions::new(families())).unwrap();
+    assert!(child.get(b"a", &read(3)).unwrap().is_none(), "not exported");
+    assert!(
+        child.get(b"m", &read(3)).unwrap().is_none(),
+        "marker exported"
+    );
+    let mut child = child;
+    mutate(&mut child, "m", vec![put("cf", "q", Some(3), "late")]);
+    assert!(
+        child.get(b"m", &read(3)).unwrap().is_none(),
+        "marker still masks later puts"
+    );
+    assert_eq!(
+        cells(&child, "z", &read(3)),
+        vec![c("cf:q", 2, "new"), c("cf:q", 1, "old")]
+    );
+}
