@@ -31,7 +31,10 @@ pub(super) enum Rc {
 
 impl Rc {
     fn is_include(self) -> bool {
-        matches!(self, Rc::Include | Rc::IncludeAndNextCol | Rc::IncludeAndSeekNextRow)
+        matches!(
+            self,
+            Rc::Include | Rc::IncludeAndNextCol | Rc::IncludeAndSeekNextRow
+        )
     }
 }
 
@@ -303,7 +306,9 @@ impl Filter {
             // SkipFilter does not pass filterRowKey on (HBase's SkipFilter.filterRowKey).
             Filter::Skip(_) => false,
             Filter::WhileMatch(inner) => inner.rejects_key(row),
-            Filter::List(ListOp::MustPassAll, filters) => filters.iter().any(|f| f.rejects_key(row)),
+            Filter::List(ListOp::MustPassAll, filters) => {
+                filters.iter().any(|f| f.rejects_key(row))
+            }
             Filter::List(ListOp::MustPassOne, filters) => {
                 !filters.is_empty() && filters.iter().all(|f| f.rejects_key(row))
             }
@@ -321,21 +326,29 @@ impl Filter {
             | Filter::RandomRow { .. } => State::RowOut(false),
             Filter::FirstKeyOnly | Filter::ColumnValue { .. } => State::Found(false),
             Filter::ColumnCountGet(_) | Filter::ColumnPagination { .. } => State::Count(0),
-            Filter::SingleColumnValue(_) => State::Scv { found: false, matched: false },
+            Filter::SingleColumnValue(_) => State::Scv {
+                found: false,
+                matched: false,
+            },
             Filter::DependentColumn { .. } => State::Stamps(Vec::new()),
-            Filter::Skip(inner) | Filter::WhileMatch(inner) => {
-                State::Wrap { rejected: false, inner: Box::new(inner.new_state()) }
-            }
+            Filter::Skip(inner) | Filter::WhileMatch(inner) => State::Wrap {
+                rejected: false,
+                inner: Box::new(inner.new_state()),
+            },
             Filter::List(op, filters) => {
                 let children = filters.iter().map(Filter::new_state).collect();
                 let n = filters.len();
                 match op {
-                    ListOp::MustPassAll => {
-                        State::And { children, included: vec![false; n], hinted: vec![false; n] }
-                    }
-                    ListOp::MustPassOne => {
-                        State::Or { children, included: vec![false; n], prev: vec![None; n] }
-                    }
+                    ListOp::MustPassAll => State::And {
+                        children,
+                        included: vec![false; n],
+                        hinted: vec![false; n],
+                    },
+                    ListOp::MustPassOne => State::Or {
+                        children,
+                        included: vec![false; n],
+                        prev: vec![None; n],
+                    },
                 }
             }
             _ => State::None,
@@ -415,12 +428,21 @@ impl Filter {
                 }
                 *found = true;
                 if filters_out(s.op, &s.comparator, &c.value) {
-                    return if s.latest_version_only { Rc::NextRow } else { Rc::Include };
+                    return if s.latest_version_only {
+                        Rc::NextRow
+                    } else {
+                        Rc::Include
+                    };
                 }
                 *matched = true;
                 Rc::Include
             }
-            Filter::ColumnValue { family, qualifier, op, comparator } => {
+            Filter::ColumnValue {
+                family,
+                qualifier,
+                op,
+                comparator,
+            } => {
                 let State::Found(found) = st else {
                     return Rc::Include;
                 };
@@ -430,7 +452,12 @@ impl Filter {
                 *found = true;
                 skip_if(filters_out(*op, comparator, &c.value))
             }
-            Filter::DependentColumn { family, qualifier, drop_dependent, compare } => {
+            Filter::DependentColumn {
+                family,
+                qualifier,
+                drop_dependent,
+                compare,
+            } => {
                 if c.family != *family || c.qualifier != *qualifier {
                     return Rc::Include;
                 }
@@ -452,15 +479,24 @@ impl Filter {
             Filter::MultipleColumnPrefix(prefixes) => {
                 if prefixes.is_empty() || prefixes.iter().any(|p| c.qualifier.starts_with(p)) {
                     Rc::Include
-                } else if prefixes.iter().any(|p| p.as_slice() > c.qualifier.as_slice()) {
+                } else if prefixes
+                    .iter()
+                    .any(|p| p.as_slice() > c.qualifier.as_slice())
+                {
                     Rc::SeekHint
                 } else {
                     Rc::NextRow
                 }
             }
-            Filter::ColumnRange { min, min_inclusive, max, max_inclusive } => {
-                let cmp_min =
-                    min.as_ref().map_or(std::cmp::Ordering::Greater, |m| c.qualifier.cmp(m));
+            Filter::ColumnRange {
+                min,
+                min_inclusive,
+                max,
+                max_inclusive,
+            } => {
+                let cmp_min = min
+                    .as_ref()
+                    .map_or(std::cmp::Ordering::Greater, |m| c.qualifier.cmp(m));
                 if cmp_min.is_lt() {
                     return Rc::SeekHint;
                 }
@@ -491,7 +527,7 @@ impl Filter {
             Filter::Timestamps(stamps) => {
                 if stamps.binary_search(&c.timestamp).is_ok() {
                     Rc::Include
-                } else if stamps.first().map_or(true, |min| c.timestamp < *min) {
+                } else if stamps.first().is_none_or(|min| c.timestamp < *min) {
                     Rc::NextCol
                 } else {
                     Rc::Skip
@@ -515,7 +551,11 @@ impl Filter {
                 if *count >= u64::from(*offset) + u64::from(*limit) {
                     return Rc::NextRow;
                 }
-                let rc = if *count < u64::from(*offset) { Rc::NextCol } else { Rc::IncludeAndNextCol };
+                let rc = if *count < u64::from(*offset) {
+                    Rc::NextCol
+                } else {
+                    Rc::IncludeAndNextCol
+                };
                 *count += 1;
                 rc
             }
@@ -528,7 +568,12 @@ impl Filter {
                 rc
             }
             Filter::List(ListOp::MustPassAll, filters) => {
-                let State::And { children, included, hinted } = st else {
+                let State::And {
+                    children,
+                    included,
+                    hinted,
+                } = st
+                else {
                     return Rc::Include;
                 };
                 let mut rc = Rc::Include;
@@ -547,7 +592,12 @@ impl Filter {
                 }
             }
             Filter::List(ListOp::MustPassOne, filters) => {
-                let State::Or { children, included, prev } = st else {
+                let State::Or {
+                    children,
+                    included,
+                    prev,
+                } = st
+                else {
                     return Rc::Include;
                 };
                 if filters.is_empty() {
@@ -605,7 +655,10 @@ impl Filter {
                 _ => None,
             },
             Filter::List(ListOp::MustPassAll, filters) => {
-                let State::And { children, hinted, .. } = st else {
+                let State::And {
+                    children, hinted, ..
+                } = st
+                else {
                     return None;
                 };
                 filters
@@ -635,13 +688,27 @@ impl Filter {
     fn transform(&self, st: &State, modes: &mut Vec<KeyOnlyMode>) {
         match (self, st) {
             (Filter::KeyOnly { len_as_val }, _) => {
-                modes.push(if *len_as_val { KeyOnlyMode::Length } else { KeyOnlyMode::Empty });
+                modes.push(if *len_as_val {
+                    KeyOnlyMode::Length
+                } else {
+                    KeyOnlyMode::Empty
+                });
             }
             (Filter::Skip(inner) | Filter::WhileMatch(inner), State::Wrap { inner: s, .. }) => {
                 inner.transform(s, modes);
             }
-            (Filter::List(_, filters), State::And { children, included, .. })
-            | (Filter::List(_, filters), State::Or { children, included, .. }) => {
+            (
+                Filter::List(_, filters),
+                State::And {
+                    children, included, ..
+                },
+            )
+            | (
+                Filter::List(_, filters),
+                State::Or {
+                    children, included, ..
+                },
+            ) => {
                 for ((f, s), inc) in filters.iter().zip(children).zip(included) {
                     if *inc {
                         f.transform(s, modes);
@@ -674,9 +741,10 @@ impl Filter {
     /// `filterRow`: true rejects the row after its cells were seen.
     fn filter_row(&self, st: &mut State) -> bool {
         match (self, st) {
-            (Filter::Prefix(_) | Filter::Row(..) | Filter::RandomRow { .. }, State::RowOut(out)) => {
-                *out
-            }
+            (
+                Filter::Prefix(_) | Filter::Row(..) | Filter::RandomRow { .. },
+                State::RowOut(out),
+            ) => *out,
             (Filter::SingleColumnValue(s), State::Scv { found, matched }) => {
                 if *found {
                     !*matched

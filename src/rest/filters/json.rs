@@ -22,8 +22,7 @@
 //!   values.
 
 use super::{
-    Comparator, CompareOp, Filter, FuzzyKey, ListOp, RowRange, SingleColumnValue, BitOp,
-    MAX_DEPTH,
+    BitOp, Comparator, CompareOp, Filter, FuzzyKey, ListOp, RowRange, SingleColumnValue, MAX_DEPTH,
 };
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
@@ -83,7 +82,9 @@ impl<'a> Fields<'a> {
     }
 
     fn opt_str(&self, key: &str) -> Result<Option<String>, String> {
-        self.get(key).map(|v| value_to_string(v, self.ty, key)).transpose()
+        self.get(key)
+            .map(|v| value_to_string(v, self.ty, key))
+            .transpose()
     }
 
     fn string(&self, key: &str) -> Result<String, String> {
@@ -105,18 +106,25 @@ impl<'a> Fields<'a> {
     }
 
     fn opt_bool(&self, key: &str) -> Result<Option<bool>, String> {
-        self.get(key).map(|v| value_to_bool(v, self.ty, key)).transpose()
+        self.get(key)
+            .map(|v| value_to_bool(v, self.ty, key))
+            .transpose()
     }
 
     fn opt_i64(&self, key: &str) -> Result<Option<i64>, String> {
-        self.get(key).map(|v| value_to_i64(v, self.ty, key)).transpose()
+        self.get(key)
+            .map(|v| value_to_i64(v, self.ty, key))
+            .transpose()
     }
 
     /// A non-negative Java `int`.
     fn count(&self, key: &str) -> Result<u32, String> {
         let n = self.opt_i64(key)?.ok_or_else(|| self.missing(key))?;
         if n < 0 {
-            return Err(format!("\"{key}\" of {} must not be negative (got {n})", self.ty));
+            return Err(format!(
+                "\"{key}\" of {} must not be negative (got {n})",
+                self.ty
+            ));
         }
         u32::try_from(n)
             .ok()
@@ -130,7 +138,9 @@ impl<'a> Fields<'a> {
     }
 
     fn comparator(&self) -> Result<Comparator, String> {
-        let v = self.get("comparator").ok_or_else(|| self.missing("comparator"))?;
+        let v = self
+            .get("comparator")
+            .ok_or_else(|| self.missing("comparator"))?;
         build_comparator(v, self.ty)
     }
 
@@ -156,7 +166,12 @@ impl<'a> Fields<'a> {
         let first = self
             .array("filters")?
             .and_then(|items| items.first())
-            .ok_or_else(|| format!("{} needs the wrapped filter in \"filters\": [{{...}}]", self.ty))?;
+            .ok_or_else(|| {
+                format!(
+                    "{} needs the wrapped filter in \"filters\": [{{...}}]",
+                    self.ty
+                )
+            })?;
         Ok(Box::new(build(first, depth + 1)?))
     }
 }
@@ -166,7 +181,10 @@ fn value_to_string(v: &Value, ty: &str, key: &str) -> Result<String, String> {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => Ok(n.to_string()),
         Value::Bool(b) => Ok(b.to_string()),
-        other => Err(format!("\"{key}\" of {ty} must be a string, got {}", kind(other))),
+        other => Err(format!(
+            "\"{key}\" of {ty} must be a string, got {}",
+            kind(other)
+        )),
     }
 }
 
@@ -175,7 +193,9 @@ fn value_to_bool(v: &Value, ty: &str, key: &str) -> Result<bool, String> {
         Value::Bool(b) => Ok(*b),
         Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(true),
         Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(false),
-        other => Err(format!("\"{key}\" of {ty} must be true or false, got {other}")),
+        other => Err(format!(
+            "\"{key}\" of {ty} must be true or false, got {other}"
+        )),
     }
 }
 
@@ -215,7 +235,10 @@ fn build_comparator(v: &Value, owner: &str) -> Result<Comparator, String> {
                     ))
                 }
             };
-            Comparator::Bit { mask: f.b64("value")?, op }
+            Comparator::Bit {
+                mask: f.b64("value")?,
+                op,
+            }
         }
         "NullComparator" => Comparator::Null,
         "RegexStringComparator" => Comparator::regex(&f.string("value")?)?,
@@ -226,7 +249,9 @@ fn build_comparator(v: &Value, owner: &str) -> Result<Comparator, String> {
 
 fn build(v: &Value, depth: usize) -> Result<Filter, String> {
     if depth > MAX_DEPTH {
-        return Err(format!("the filter is nested more than {MAX_DEPTH} levels deep"));
+        return Err(format!(
+            "the filter is nested more than {MAX_DEPTH} levels deep"
+        ));
     }
     let Value::Object(m) = v else {
         return Err(format!(
@@ -237,7 +262,12 @@ fn build(v: &Value, depth: usize) -> Result<Filter, String> {
     };
     let ty = match m.get("type") {
         Some(Value::String(t)) => t.as_str(),
-        Some(other) => return Err(format!("a filter's \"type\" must be a string, got {}", kind(other))),
+        Some(other) => {
+            return Err(format!(
+                "a filter's \"type\" must be a string, got {}",
+                kind(other)
+            ))
+        }
         None => return Err("a filter needs a \"type\" field (e.g. \"PrefixFilter\")".to_string()),
     };
     let f = Fields { m, ty };
@@ -290,7 +320,9 @@ fn build(v: &Value, depth: usize) -> Result<Filter, String> {
             max_inclusive: f.opt_bool("maxColumnInclusive")?.unwrap_or(false),
         },
         "FirstKeyOnlyFilter" => Filter::FirstKeyOnly,
-        "KeyOnlyFilter" => Filter::KeyOnly { len_as_val: f.opt_bool("lenAsVal")?.unwrap_or(false) },
+        "KeyOnlyFilter" => Filter::KeyOnly {
+            len_as_val: f.opt_bool("lenAsVal")?.unwrap_or(false),
+        },
         "PageFilter" => {
             let size = f.string("value")?;
             match size.trim().parse::<i64>() {
@@ -303,14 +335,21 @@ fn build(v: &Value, depth: usize) -> Result<Filter, String> {
                 }
             }
         }
-        "InclusiveStopFilter" => Filter::InclusiveStop { stop: f.b64("value")?, reversed: false },
+        "InclusiveStopFilter" => Filter::InclusiveStop {
+            stop: f.b64("value")?,
+            reversed: false,
+        },
         "TimestampsFilter" => {
-            let items = f.array("timestamps")?.ok_or_else(|| f.missing("timestamps"))?;
+            let items = f
+                .array("timestamps")?
+                .ok_or_else(|| f.missing("timestamps"))?;
             let mut stamps = Vec::with_capacity(items.len());
             for item in items {
                 let ts = value_to_i64(item, ty, "timestamps")?;
                 if ts < 0 {
-                    return Err(format!("timestamps of TimestampsFilter must not be negative (got {ts})"));
+                    return Err(format!(
+                        "timestamps of TimestampsFilter must not be negative (got {ts})"
+                    ));
                 }
                 stamps.push(ts);
             }
@@ -319,20 +358,29 @@ fn build(v: &Value, depth: usize) -> Result<Filter, String> {
             Filter::Timestamps(stamps)
         }
         "ColumnCountGetFilter" => Filter::ColumnCountGet(f.count("limit")?),
-        "ColumnPaginationFilter" => {
-            Filter::ColumnPagination { limit: f.count("limit")?, offset: f.count("offset")? }
-        }
+        "ColumnPaginationFilter" => Filter::ColumnPagination {
+            limit: f.count("limit")?,
+            offset: f.count("offset")?,
+        },
         "MultiRowRangeFilter" => {
             let items = f.array("ranges")?.ok_or_else(|| f.missing("ranges"))?;
             if items.is_empty() {
-                return Err("MultiRowRangeFilter needs at least one range in \"ranges\"".to_string());
+                return Err(
+                    "MultiRowRangeFilter needs at least one range in \"ranges\"".to_string()
+                );
             }
             let mut ranges = Vec::with_capacity(items.len());
             for item in items {
                 let Value::Object(rm) = item else {
-                    return Err(format!("each range of MultiRowRangeFilter must be an object, got {}", kind(item)));
+                    return Err(format!(
+                        "each range of MultiRowRangeFilter must be an object, got {}",
+                        kind(item)
+                    ));
                 };
-                let r = Fields { m: rm, ty: "a MultiRowRangeFilter range" };
+                let r = Fields {
+                    m: rm,
+                    ty: "a MultiRowRangeFilter range",
+                };
                 ranges.push(RowRange {
                     start: r.opt_b64("startRow")?.unwrap_or_default(),
                     start_inclusive: r.opt_bool("startRowInclusive")?.unwrap_or(true),
@@ -343,13 +391,21 @@ fn build(v: &Value, depth: usize) -> Result<Filter, String> {
             Filter::MultiRowRange(ranges)
         }
         "FuzzyRowFilter" => {
-            let items = f.array("fuzzyKeys")?.ok_or_else(|| f.missing("fuzzyKeys"))?;
+            let items = f
+                .array("fuzzyKeys")?
+                .ok_or_else(|| f.missing("fuzzyKeys"))?;
             let mut keys = Vec::with_capacity(items.len());
             for item in items {
                 let Value::Object(km) = item else {
-                    return Err(format!("each fuzzy key of FuzzyRowFilter must be an object, got {}", kind(item)));
+                    return Err(format!(
+                        "each fuzzy key of FuzzyRowFilter must be an object, got {}",
+                        kind(item)
+                    ));
                 };
-                let k = Fields { m: km, ty: "a FuzzyRowFilter key" };
+                let k = Fields {
+                    m: km,
+                    ty: "a FuzzyRowFilter key",
+                };
                 let key = k.b64("key")?;
                 let mask = k.b64("mask")?;
                 if key.len() != mask.len() {
@@ -370,13 +426,23 @@ fn build(v: &Value, depth: usize) -> Result<Filter, String> {
                 Value::String(s) => s.trim().parse::<f64>().ok(),
                 _ => None,
             }
-            .ok_or_else(|| format!("\"chance\" of RandomRowFilter must be a number, got {chance}"))?;
-            Filter::RandomRow { chance: chance as f32, seed: random_seed() }
+            .ok_or_else(|| {
+                format!("\"chance\" of RandomRowFilter must be a number, got {chance}")
+            })?;
+            Filter::RandomRow {
+                chance: chance as f32,
+                seed: random_seed(),
+            }
         }
         "SkipFilter" => Filter::Skip(f.wrapped(depth)?),
         "WhileMatchFilter" => Filter::WhileMatch(f.wrapped(depth)?),
         "FilterList" => {
-            let op = match f.opt_str("op")?.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            let op = match f
+                .opt_str("op")?
+                .as_deref()
+                .map(str::to_ascii_uppercase)
+                .as_deref()
+            {
                 None | Some("MUST_PASS_ALL") => ListOp::MustPassAll,
                 Some("MUST_PASS_ONE") => ListOp::MustPassOne,
                 Some(other) => {

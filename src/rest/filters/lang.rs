@@ -32,7 +32,10 @@ pub fn parse_filter_language_bytes(input: &[u8]) -> Result<Filter, String> {
     p.skip_ws();
     match p.peek() {
         None => Ok(filter),
-        Some(b')') => Err(format!("unbalanced parentheses: unexpected ')' at byte {}", p.pos)),
+        Some(b')') => Err(format!(
+            "unbalanced parentheses: unexpected ')' at byte {}",
+            p.pos
+        )),
         Some(_) => Err(format!(
             "unexpected text at byte {}: '{}' (filters are joined with AND or OR)",
             p.pos,
@@ -74,11 +77,14 @@ impl Parser<'_> {
         String::from_utf8_lossy(&self.s[self.pos.min(end)..end]).into_owned()
     }
 
-    /// Consumes `kw` if it is next and followed by whitespace or `(`.
+    /// Consumes `kw` if it is next and followed by whitespace or `(` (or ends the input, which
+    /// then fails with "a filter was expected").
     fn eat_keyword(&mut self, kw: &[u8]) -> bool {
         let rest = &self.s[self.pos..];
         if rest.starts_with(kw)
-            && rest.get(kw.len()).is_some_and(|b| b.is_ascii_whitespace() || *b == b'(')
+            && rest
+                .get(kw.len())
+                .is_none_or(|b| b.is_ascii_whitespace() || *b == b'(')
         {
             self.pos += kw.len();
             true
@@ -113,7 +119,9 @@ impl Parser<'_> {
 
     fn unary(&mut self, depth: usize) -> Result<Filter, String> {
         if depth > MAX_DEPTH {
-            return Err(format!("the filter is nested more than {MAX_DEPTH} levels deep"));
+            return Err(format!(
+                "the filter is nested more than {MAX_DEPTH} levels deep"
+            ));
         }
         self.skip_ws();
         if self.eat_keyword(b"SKIP") {
@@ -133,7 +141,9 @@ impl Parser<'_> {
                     self.pos += 1;
                     Ok(inner)
                 } else if self.at_end() {
-                    Err(format!("unbalanced parentheses: '(' at byte {open} is never closed"))
+                    Err(format!(
+                        "unbalanced parentheses: '(' at byte {open} is never closed"
+                    ))
                 } else {
                     Err(format!(
                         "expected ')' to close '(' at byte {open}, found '{}' at byte {}",
@@ -161,11 +171,17 @@ impl Parser<'_> {
         }
         let name = String::from_utf8_lossy(&self.s[start..self.pos]).into_owned();
         if name.is_empty() {
-            return Err(format!("expected a filter name at byte {start}, found '{}'", self.snippet()));
+            return Err(format!(
+                "expected a filter name at byte {start}, found '{}'",
+                self.snippet()
+            ));
         }
         self.skip_ws();
         if self.peek() != Some(b'(') {
-            return Err(format!("expected '(' after the filter name {name} at byte {}", self.pos));
+            return Err(format!(
+                "expected '(' after the filter name {name} at byte {}",
+                self.pos
+            ));
         }
         self.pos += 1;
         let args = self.arguments(&name)?;
@@ -176,7 +192,10 @@ impl Parser<'_> {
     fn arguments(&mut self, name: &str) -> Result<Vec<Arg>, String> {
         let mut args = Vec::new();
         loop {
-            while self.peek().is_some_and(|b| b.is_ascii_whitespace() || b == b',') {
+            while self
+                .peek()
+                .is_some_and(|b| b.is_ascii_whitespace() || b == b',')
+            {
                 self.pos += 1;
             }
             match self.peek() {
@@ -251,7 +270,11 @@ impl Args<'_> {
         if counts.contains(&self.args.len()) {
             return Ok(());
         }
-        let expected = counts.iter().map(usize::to_string).collect::<Vec<_>>().join(" or ");
+        let expected = counts
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" or ");
         Err(format!(
             "{} takes {expected} argument(s), got {}",
             self.name,
@@ -305,7 +328,11 @@ impl Args<'_> {
     fn count(&self, i: usize) -> Result<u32, String> {
         let n = self.long(i)?;
         if n < 0 {
-            return Err(format!("argument {} of {} must not be negative (got {n})", i + 1, self.name));
+            return Err(format!(
+                "argument {} of {} must not be negative (got {n})",
+                i + 1,
+                self.name
+            ));
         }
         i32::try_from(n)
             .ok()
@@ -383,7 +410,9 @@ fn build(name: &str, args: Vec<Arg>) -> Result<Filter, String> {
     Ok(match name {
         "KeyOnlyFilter" => {
             a.expect(&[0, 1])?;
-            Filter::KeyOnly { len_as_val: a.args.len() == 1 && a.boolean(0)? }
+            Filter::KeyOnly {
+                len_as_val: a.args.len() == 1 && a.boolean(0)?,
+            }
         }
         "FirstKeyOnlyFilter" => {
             a.expect(&[0])?;
@@ -398,7 +427,9 @@ fn build(name: &str, args: Vec<Arg>) -> Result<Filter, String> {
             Filter::ColumnPrefix(a.quoted(0)?)
         }
         "MultipleColumnPrefixFilter" => {
-            let mut prefixes = (0..a.args.len()).map(|i| a.quoted(i)).collect::<Result<Vec<_>, _>>()?;
+            let mut prefixes = (0..a.args.len())
+                .map(|i| a.quoted(i))
+                .collect::<Result<Vec<_>, _>>()?;
             prefixes.sort();
             prefixes.dedup();
             Filter::MultipleColumnPrefix(prefixes)
@@ -411,24 +442,34 @@ fn build(name: &str, args: Vec<Arg>) -> Result<Filter, String> {
             a.expect(&[1])?;
             let n = a.long(0)?;
             if n < 0 {
-                return Err(format!("the page size of PageFilter must not be negative (got {n})"));
+                return Err(format!(
+                    "the page size of PageFilter must not be negative (got {n})"
+                ));
             }
             Filter::Page(n.unsigned_abs())
         }
         "ColumnPaginationFilter" => {
             a.expect(&[2])?;
-            Filter::ColumnPagination { limit: a.count(0)?, offset: a.count(1)? }
+            Filter::ColumnPagination {
+                limit: a.count(0)?,
+                offset: a.count(1)?,
+            }
         }
         "InclusiveStopFilter" => {
             a.expect(&[1])?;
-            Filter::InclusiveStop { stop: a.quoted(0)?, reversed: false }
+            Filter::InclusiveStop {
+                stop: a.quoted(0)?,
+                reversed: false,
+            }
         }
         "TimestampsFilter" => {
             let mut stamps = Vec::with_capacity(a.args.len());
             for i in 0..a.args.len() {
                 let ts = a.long(i)?;
                 if ts < 0 {
-                    return Err(format!("timestamps of TimestampsFilter must not be negative (got {ts})"));
+                    return Err(format!(
+                        "timestamps of TimestampsFilter must not be negative (got {ts})"
+                    ));
                 }
                 stamps.push(ts);
             }
@@ -460,8 +501,11 @@ fn build(name: &str, args: Vec<Arg>) -> Result<Filter, String> {
         "SingleColumnValueFilter" | "SingleColumnValueExcludeFilter" => {
             a.expect(&[4, 6])?;
             let (op, comparator) = a.op_and_comparator(2)?;
-            let (filter_if_missing, latest_version_only) =
-                if a.args.len() == 6 { (a.boolean(4)?, a.boolean(5)?) } else { (false, true) };
+            let (filter_if_missing, latest_version_only) = if a.args.len() == 6 {
+                (a.boolean(4)?, a.boolean(5)?)
+            } else {
+                (false, true)
+            };
             Filter::SingleColumnValue(Box::new(SingleColumnValue {
                 family: a.quoted(0)?,
                 qualifier: a.quoted(1)?,
@@ -476,14 +520,27 @@ fn build(name: &str, args: Vec<Arg>) -> Result<Filter, String> {
             a.expect(&[2, 3, 5])?;
             let drop_dependent = a.args.len() >= 3 && a.boolean(2)?;
             // HBase's DependentColumnFilter does not restrict string matchers to = and !=.
-            let compare =
-                if a.args.len() == 5 { Some((a.op(3)?, a.comparator(4)?)) } else { None };
-            Filter::DependentColumn { family: a.quoted(0)?, qualifier: a.quoted(1)?, drop_dependent, compare }
+            let compare = if a.args.len() == 5 {
+                Some((a.op(3)?, a.comparator(4)?))
+            } else {
+                None
+            };
+            Filter::DependentColumn {
+                family: a.quoted(0)?,
+                qualifier: a.quoted(1)?,
+                drop_dependent,
+                compare,
+            }
         }
         "ColumnValueFilter" => {
             a.expect(&[4])?;
             let (op, comparator) = a.op_and_comparator(2)?;
-            Filter::ColumnValue { family: a.quoted(0)?, qualifier: a.quoted(1)?, op, comparator }
+            Filter::ColumnValue {
+                family: a.quoted(0)?,
+                qualifier: a.quoted(1)?,
+                op,
+                comparator,
+            }
         }
         _ => return Err(format!("unknown filter type: {name}")),
     })

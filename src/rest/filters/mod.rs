@@ -204,7 +204,9 @@ impl Comparator {
                 let n = value.len().min(data.len());
                 value.as_slice().cmp(&data[..n])
             }
-            Comparator::RegexString(re) => match_to_ordering(re.is_match(&String::from_utf8_lossy(data))),
+            Comparator::RegexString(re) => {
+                match_to_ordering(re.is_match(&String::from_utf8_lossy(data)))
+            }
             Comparator::Substring(needle) => match_to_ordering(contains_ignore_case(data, needle)),
             Comparator::Bit { mask, op } => {
                 if mask.len() != data.len() {
@@ -240,9 +242,13 @@ fn contains_ignore_case(data: &[u8], needle: &str) -> bool {
         let n = needle.as_bytes();
         return needle.is_ascii()
             && data.len() >= n.len()
-            && data.windows(n.len()).any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b));
+            && data
+                .windows(n.len())
+                .any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b));
     }
-    String::from_utf8_lossy(data).to_lowercase().contains(needle)
+    String::from_utf8_lossy(data)
+        .to_lowercase()
+        .contains(needle)
 }
 
 /// HBase's `CompareFilter.compare*`: true when `data` is filtered **out**.
@@ -339,7 +345,12 @@ pub enum Filter {
     /// Whole rows, by the value of one column.
     SingleColumnValue(Box<SingleColumnValue>),
     /// Only the cells of one column whose value passes (HBase 2.1+ `ColumnValueFilter`).
-    ColumnValue { family: Vec<u8>, qualifier: Vec<u8>, op: CompareOp, comparator: Comparator },
+    ColumnValue {
+        family: Vec<u8>,
+        qualifier: Vec<u8>,
+        op: CompareOp,
+        comparator: Comparator,
+    },
     /// Cells whose timestamp equals that of a (passing) cell of the dependent column.
     DependentColumn {
         family: Vec<u8>,
@@ -416,7 +427,9 @@ impl Filter {
         };
         match self {
             Filter::SingleColumnValue(s) => push(&s.family, &s.qualifier),
-            Filter::DependentColumn { family, qualifier, .. } => push(family, qualifier),
+            Filter::DependentColumn {
+                family, qualifier, ..
+            } => push(family, qualifier),
             Filter::Skip(inner) | Filter::WhileMatch(inner) => inner.collect_extra_columns(out),
             Filter::List(_, filters) => {
                 for f in filters {
