@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How to start the topology.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct KuraConfig {
     pub data_dir: PathBuf,
     /// Region arbiters (threads); 0 = one per core.
@@ -34,6 +34,25 @@ pub struct KuraConfig {
     pub split_threshold: Option<u64>,
     /// Region mailbox capacity (requests waiting); a full mailbox answers `Overloaded`.
     pub mailbox_capacity: usize,
+    /// The file system region stores live on; `None` = the real one. Tests pass a
+    /// [`kura_storage::SimFs`] to inject I/O faults into regions.
+    pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
+}
+
+impl std::fmt::Debug for KuraConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KuraConfig")
+            .field("data_dir", &self.data_dir)
+            .field("arbiters", &self.arbiters)
+            .field("default_regions", &self.default_regions)
+            .field("durability", &self.durability)
+            .field("recovery", &self.recovery)
+            .field("memtable_budget", &self.memtable_budget)
+            .field("split_threshold", &self.split_threshold)
+            .field("mailbox_capacity", &self.mailbox_capacity)
+            .field("file_system", &self.file_system.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 impl KuraConfig {
@@ -48,6 +67,7 @@ impl KuraConfig {
             memtable_budget: 64 << 20,
             split_threshold: Some(1 << 30),
             mailbox_capacity: 1024,
+            file_system: None,
         }
     }
 }
@@ -158,6 +178,7 @@ impl Kura {
             memtable_budget: config.memtable_budget,
             split_threshold: config.split_threshold,
             mailbox_capacity: config.mailbox_capacity,
+            file_system: config.file_system.clone(),
         };
         let layout = Layout::new(
             dir,

@@ -33,13 +33,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Settings every region of a server shares.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct RegionSettings {
     pub durability: Durability,
     pub recovery: RecoveryMode,
     pub memtable_budget: usize,
     pub split_threshold: Option<u64>,
     pub mailbox_capacity: usize,
+    pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
 }
 
 /// Everything needed to start a region actor.
@@ -137,11 +138,12 @@ impl RegionActor {
     }
 
     fn open(&mut self, families: Vec<FamilyDescriptor>) {
-        if let Err(e) = std::fs::create_dir_all(&self.dir) {
-            self.fail(format!("creating {}: {e}", self.dir.display()));
-            return;
-        }
-        match RegionStore::open(&self.dir, self.options(families, self.range)) {
+        let options = self.options(families, self.range);
+        let opened = match &self.settings.file_system {
+            Some(fs) => RegionStore::open_with_fs(Arc::clone(fs), &self.dir, options),
+            None => RegionStore::open(&self.dir, options),
+        };
+        match opened {
             Ok((store, report)) => {
                 if report.truncated_at.is_some() {
                     tracing::warn!(
@@ -219,6 +221,9 @@ impl RegionActor {
                 Err(e) => vec![Some(Err(e)); n],
             }
         };
+        // Before answering: a caller that saw its write acknowledged can rely on the router
+        // having been told about the size.
+        self.maybe_request_split();
         for (reply, slots) in replies {
             let answer = slots
                 .into_iter()
@@ -233,7 +238,6 @@ impl RegionActor {
                 .collect();
             let _ = reply.send(Ok(answer));
         }
-        self.maybe_request_split();
     }
 
     fn maybe_request_split(&mut self) {
@@ -553,6 +557,9 @@ impl Handler<Close> for RegionActor {
     fn handle(&mut self, msg: Close, ctx: &mut Context<Self>) {
         self.commit_pending();
         let res = match self.store.take() {
+            // A failed store has nothing trustworthy to flush: drop it, recovery runs at the
+            // next start.
+            Some(_) if self.failed.is_some() => Ok(()),
             Some(store) => store
                 .close()
                 .map_err(|e| ActorError::from_store(e, &self.table, self.id).0),
