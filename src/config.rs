@@ -1,1 +1,285 @@
-//! Configuration (to be written).
+//! Command-line and environment configuration of the `kura` server (clap, derive).
+//!
+//! Every option can also be set from the environment as `KURA_<NAME>` (for example
+//! `KURA_BIND=0.0.0.0:8080`). The bearer token is never taken from the command line: only from
+//! `--token-file` or the `KURA_TOKEN` environment variable, so it does not show up in `ps`.
+//!
+//! # Invariants
+//! 1. [`Config::validate`] refuses a non-loopback bind address unless `--allow-remote` is given.
+//! 2. [`Config::kura_config`] and [`Config::limits`] are pure conversions: they never touch disk.
+
+use crate::state::Limits;
+use clap::{Parser, ValueEnum};
+use kura_actors::KuraConfig;
+use kura_storage::{Durability, RecoveryMode};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Durability mode of acknowledged writes (RELIABILITY.md "Durability modes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// fsync before acknowledging (group commit).
+    Sync,
+    /// fsync at least every `--sync-interval-ms`.
+    Interval,
+    /// Leave syncing to the OS.
+    None,
+}
+
+/// What recovery does with a damaged log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RecoveryArg {
+    /// Replay to the first bad frame and truncate the log there.
+    PointInTime,
+    /// Refuse to start on damage that is not a torn last frame.
+    Strict,
+}
+
+/// Kura: an HBase-style wide-column store with an HBase REST-compatible HTTP API.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "kura", version, about)]
+pub struct Config {
+    /// Address to listen on. Non-loopback addresses need --allow-remote.
+    #[arg(long, env = "KURA_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+
+    /// Directory holding the catalog and every region's files.
+    #[arg(long, env = "KURA_DATA_DIR", default_value = "./kura-data")]
+    pub data_dir: PathBuf,
+
+    /// HTTP worker threads (0 = one per core).
+    #[arg(long, env = "KURA_WORKERS", default_value_t = 0)]
+    pub workers: usize,
+
+    /// Region threads (arbiters) (0 = one per core).
+    #[arg(long, env = "KURA_ARBITERS", default_value_t = 0)]
+    pub arbiters: usize,
+
+    /// Regions a new table gets unless its schema sets KURA_REGIONS.
+    #[arg(long, env = "KURA_DEFAULT_REGIONS", default_value_t = 4)]
+    pub default_regions: u32,
+
+    /// When a write is acknowledged: after fsync (sync), before a periodic fsync (interval), or
+    /// leaving it to the OS (none).
+    #[arg(long, env = "KURA_DURABILITY", value_enum, default_value = "sync")]
+    pub durability: DurabilityArg,
+
+    /// Longest time between fsyncs in `interval` durability mode, milliseconds.
+    #[arg(long, env = "KURA_SYNC_INTERVAL_MS", default_value_t = 100)]
+    pub sync_interval_ms: u64,
+
+    /// Memtable budget per region, MiB; a region flushes to a segment past it.
+    #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64)]
+    pub memtable_mb: usize,
+
+    /// Split a region once its data exceeds this many MiB (0 = never split automatically).
+    #[arg(long, env = "KURA_SPLIT_THRESHOLD_MB", default_value_t = 1024)]
+    pub split_threshold_mb: u64,
+
+    /// What to do with a damaged log at start.
+    #[arg(
+        long,
+        env = "KURA_RECOVERY",
+        value_enum,
+        default_value = "point-in-time"
+    )]
+    pub recovery: RecoveryArg,
+
+    /// File holding the bearer token clients must send (`Authorization: Bearer <token>`).
+    /// The token may instead come from the KURA_TOKEN environment variable.
+    #[arg(long, env = "KURA_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Allow binding a non-loopback address.
+    #[arg(long, env = "KURA_ALLOW_REMOTE", default_value_t = false)]
+    pub allow_remote: bool,
+
+    /// Largest row key, bytes.
+    #[arg(long, env = "KURA_MAX_ROW_KEY", default_value_t = 4 << 10)]
+    pub max_row_key: usize,
+
+    /// Largest column qualifier, bytes.
+    #[arg(long, env = "KURA_MAX_QUALIFIER", default_value_t = 16 << 10)]
+    pub max_qualifier: usize,
+
+    /// Largest cell value, bytes.
+    #[arg(long, env = "KURA_MAX_VALUE", default_value_t = 10 << 20)]
+    pub max_value: usize,
+
+    /// Largest request body, bytes.
+    #[arg(long, env = "KURA_MAX_BODY", default_value_t = 16 << 20)]
+    pub max_body: usize,
+
+    /// Most stateful scanners open at once.
+    #[arg(long, env = "KURA_MAX_SCANNERS", default_value_t = 1000)]
+    pub max_scanners: usize,
+
+    /// Seconds after which an unused scanner is closed.
+    #[arg(long, env = "KURA_SCANNER_IDLE_SECS", default_value_t = 60)]
+    pub scanner_idle_secs: u64,
+
+    /// Seconds a client has to send the request head (slowloris protection).
+    #[arg(long, env = "KURA_HEADER_TIMEOUT_SECS", default_value_t = 5)]
+    pub header_timeout_secs: u64,
+
+    /// Region mailbox capacity; a full mailbox answers 503.
+    #[arg(long, env = "KURA_MAILBOX_CAPACITY", default_value_t = 1024)]
+    pub mailbox_capacity: usize,
+}
+
+/// A configuration that cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The bind address does not parse or resolve.
+    #[error("cannot use bind address {0:?}: {1}")]
+    BadBind(String, String),
+    /// A non-loopback address without `--allow-remote`.
+    #[error("refusing to bind non-loopback address {0} without --allow-remote")]
+    RemoteNotAllowed(String),
+    /// The token file cannot be read or is empty.
+    #[error("token file {0}: {1}")]
+    TokenFile(PathBuf, String),
+}
+
+impl Config {
+    /// The socket addresses `--bind` resolves to.
+    pub fn bind_addrs(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        let addrs: Vec<SocketAddr> = self
+            .bind
+            .to_socket_addrs()
+            .map_err(|e| ConfigError::BadBind(self.bind.clone(), e.to_string()))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(ConfigError::BadBind(
+                self.bind.clone(),
+                "resolves to nothing".into(),
+            ));
+        }
+        Ok(addrs)
+    }
+
+    /// Checks the bind address against `--allow-remote`; returns the addresses to bind.
+    pub fn validate(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        let addrs = self.bind_addrs()?;
+        if !self.allow_remote && addrs.iter().any(|a| !a.ip().is_loopback()) {
+            return Err(ConfigError::RemoteNotAllowed(self.bind.clone()));
+        }
+        Ok(addrs)
+    }
+
+    /// The bearer token: the first line of `--token-file`, else `KURA_TOKEN`, else none.
+    pub fn token(&self) -> Result<Option<String>, ConfigError> {
+        if let Some(path) = &self.token_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError::TokenFile(path.clone(), e.to_string()))?;
+            let token = text.lines().next().unwrap_or("").trim().to_string();
+            if token.is_empty() {
+                return Err(ConfigError::TokenFile(
+                    path.clone(),
+                    "the file is empty".into(),
+                ));
+            }
+            return Ok(Some(token));
+        }
+        Ok(std::env::var("KURA_TOKEN")
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()))
+    }
+
+    /// The store's configuration.
+    pub fn kura_config(&self) -> KuraConfig {
+        let mut k = KuraConfig::new(self.data_dir.clone());
+        k.arbiters = self.arbiters;
+        k.default_regions = self.default_regions.max(1);
+        k.durability = match self.durability {
+            DurabilityArg::Sync => Durability::Sync,
+            DurabilityArg::Interval => {
+                Durability::Interval(Duration::from_millis(self.sync_interval_ms.max(1)))
+            }
+            DurabilityArg::None => Durability::None,
+        };
+        k.recovery = match self.recovery {
+            RecoveryArg::PointInTime => RecoveryMode::PointInTime,
+            RecoveryArg::Strict => RecoveryMode::Strict,
+        };
+        k.memtable_budget = self.memtable_mb.max(1) << 20;
+        k.split_threshold = match self.split_threshold_mb {
+            0 => None,
+            mb => Some(mb << 20),
+        };
+        k.mailbox_capacity = self.mailbox_capacity.max(1);
+        k
+    }
+
+    /// Request limits for the handlers.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_row_key: self.max_row_key,
+            max_qualifier: self.max_qualifier,
+            max_value: self.max_value,
+            max_body: self.max_body,
+            max_scanners: self.max_scanners,
+            scanner_idle_secs: self.scanner_idle_secs,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        Config::try_parse_from(std::iter::once("kura").chain(args.iter().copied()))
+            .expect("valid arguments")
+    }
+
+    #[test]
+    fn defaults_serve_loopback_8080_with_sync_durability() {
+        let c = parse(&[]);
+        assert_eq!(c.bind, "127.0.0.1:8080");
+        assert_eq!(c.data_dir, PathBuf::from("./kura-data"));
+        assert_eq!(c.durability, DurabilityArg::Sync);
+        assert!(c.validate().is_ok());
+        assert_eq!(c.limits().max_row_key, 4096);
+        assert_eq!(c.header_timeout_secs, 5);
+    }
+
+    #[test]
+    fn non_loopback_bind_needs_allow_remote() {
+        let c = parse(&["--bind", "0.0.0.0:8080"]);
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::RemoteNotAllowed(_))
+        ));
+        let c = parse(&["--bind", "0.0.0.0:8080", "--allow-remote"]);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn interval_durability_carries_the_interval() {
+        let c = parse(&["--durability", "interval", "--sync-interval-ms", "25"]);
+        assert_eq!(
+            c.kura_config().durability,
+            Durability::Interval(Duration::from_millis(25))
+        );
+        assert_eq!(
+            parse(&["--split-threshold-mb", "0"])
+                .kura_config()
+                .split_threshold,
+            None
+        );
+    }
+
+    #[test]
+    fn token_file_first_line_is_the_token() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("token");
+        std::fs::write(&path, "s3cret\n").expect("write token");
+        let c = parse(&["--token-file", path.to_str().expect("utf-8 path")]);
+        assert_eq!(c.token().expect("readable").as_deref(), Some("s3cret"));
+        std::fs::write(&path, "\n").expect("write token");
+        assert!(c.token().is_err());
+    }
+}

@@ -8,6 +8,7 @@
 //! - [`rest`]: the HBase REST ("Stargate") surface: rowspecs, cell sets, scanners, schemas, filters.
 //! - [`apps`]: the four applications under `/apps/`.
 //! - [`ops`]: `/healthz`, `/metrics`, `/admin/`, the web console under `/ui/`.
+//! - [`server`]: authentication, panic catching and the `HttpServer` builder `main` runs.
 //!
 //! # Layering rule
 //! Handlers hold no data: every read and write goes through [`kura_actors::Kura`].
@@ -17,6 +18,7 @@ pub mod config;
 pub mod error;
 pub mod ops;
 pub mod rest;
+pub mod server;
 pub mod state;
 
 use actix_web::web;

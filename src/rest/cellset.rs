@@ -1,0 +1,366 @@
+//! The CellSet representation (`M/CellSetModel.java`, `M/RowModel.java`, `M/CellModel.java`)
+//! in JSON and XML, both ways.
+//!
+//! JSON: `{"Row":[{"key":b64,"Cell":[{"column":b64,"timestamp":n,"$":b64}]}]}`;
+//! XML: `<CellSet><Row key=".."><Cell column=".." timestamp="..">b64</Cell></Row></CellSet>`.
+//!
+//! # Invariants
+//! 1. Keys, columns and values are standard base64 on the wire; timestamps are numbers.
+//! 2. On output every cell carries its timestamp; cells keep the store's order.
+//! 3. On input `key`, `column` and `timestamp` may be missing (the caller supplies fallbacks);
+//!    anything malformed is a 400 naming what is wrong.
+
+use super::media::{b64_decode, b64_encode, Repr};
+use crate::error::{ApiError, ApiResult};
+use kura_storage::model::{Cell, Row, Timestamp};
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// One cell of a request body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CellIn {
+    pub column: Option<Vec<u8>>,
+    pub timestamp: Option<Timestamp>,
+    pub value: Vec<u8>,
+}
+
+/// One row of a request body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowIn {
+    pub key: Option<Vec<u8>>,
+    pub cells: Vec<CellIn>,
+}
+
+/// Parses a CellSet body in `repr` (JSON or XML).
+pub fn parse_cellset(repr: Repr, body: &[u8]) -> ApiResult<Vec<RowIn>> {
+    match repr {
+        Repr::Json => parse_json(body),
+        Repr::Xml => parse_xml(body),
+        Repr::Text | Repr::Binary => Err(ApiError::UnsupportedMediaType(
+            "a CellSet must be JSON or XML".into(),
+        )),
+    }
+}
+
+fn one_or_many(v: Option<&Value>) -> Vec<&Value> {
+    match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.iter().collect(),
+        Some(other) => vec![other],
+    }
+}
+
+fn json_b64(v: Option<&Value>, what: &str) -> ApiResult<Option<Vec<u8>>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => b64_decode(s, what).map(Some),
+        Some(_) => Err(ApiError::bad(format!("{what} must be a base64 string"))),
+    }
+}
+
+fn json_ts(v: Option<&Value>) -> ApiResult<Option<Timestamp>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| ApiError::bad(format!("timestamp {n} is not a 64-bit integer"))),
+        Some(Value::String(s)) => parse_ts_text(s).map(Some),
+        Some(_) => Err(ApiError::bad("timestamp must be a number")),
+    }
+}
+
+fn parse_ts_text(s: &str) -> ApiResult<Timestamp> {
+    s.trim()
+        .parse()
+        .map_err(|_| ApiError::bad(format!("timestamp {s:?} is not a number")))
+}
+
+/// A timestamp of `LATEST_TIMESTAMP` (i64::MAX) on input means "server time", as in HBase.
+fn normalize_ts(ts: Option<Timestamp>) -> Option<Timestamp> {
+    ts.filter(|&t| t != i64::MAX)
+}
+
+fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad(format!("the body is not valid JSON: {e}")))?;
+    let Value::Object(obj) = &v else {
+        return Err(ApiError::bad(
+            "a CellSet must be a JSON object {\"Row\":[...]}",
+        ));
+    };
+    let mut rows = Vec::new();
+    for r in one_or_many(obj.get("Row")) {
+        let Value::Object(r) = r else {
+            return Err(ApiError::bad(
+                "each Row must be an object {\"key\":..,\"Cell\":[..]}",
+            ));
+        };
+        let key = json_b64(r.get("key"), "row key")?;
+        let mut cells = Vec::new();
+        for c in one_or_many(r.get("Cell")) {
+            let Value::Object(c) = c else {
+                return Err(ApiError::bad(
+                    "each Cell must be an object {\"column\":..,\"$\":..}",
+                ));
+            };
+            cells.push(CellIn {
+                column: json_b64(c.get("column"), "column")?,
+                timestamp: normalize_ts(json_ts(c.get("timestamp"))?),
+                value: json_b64(c.get("$"), "cell value")?.unwrap_or_default(),
+            });
+        }
+        rows.push(RowIn { key, cells });
+    }
+    Ok(rows)
+}
+
+fn xml_err(e: impl std::fmt::Display) -> ApiError {
+    ApiError::bad(format!("the body is not valid XML: {e}"))
+}
+
+fn attr(e: &BytesStart<'_>, name: &[u8]) -> ApiResult<Option<String>> {
+    for a in e.attributes() {
+        let a = a.map_err(xml_err)?;
+        if a.key.as_ref() == name {
+            let v = a.unescape_value().map_err(xml_err)?;
+            return Ok(Some(v.into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
+    let mut reader = Reader::from_reader(body);
+    reader.config_mut().trim_text(true);
+    let mut buf = Vec::new();
+    let mut rows: Vec<RowIn> = Vec::new();
+    let mut cell: Option<CellIn> = None;
+    let mut text = String::new();
+    let mut seen_root = false;
+    loop {
+        let ev = reader.read_event_into(&mut buf).map_err(xml_err)?;
+        match ev {
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                let empty = matches!(ev, Event::Empty(_));
+                match e.local_name().as_ref() {
+                    b"CellSet" => seen_root = true,
+                    b"Row" => {
+                        let key = match attr(e, b"key")? {
+                            Some(k) => Some(b64_decode(&k, "row key")?),
+                            None => None,
+                        };
+                        rows.push(RowIn {
+                            key,
+                            cells: Vec::new(),
+                        });
+                    }
+                    b"Cell" => {
+                        let column = match attr(e, b"column")? {
+                            Some(c) => Some(b64_decode(&c, "column")?),
+                            None => None,
+                        };
+                        let timestamp = match attr(e, b"timestamp")? {
+                            Some(t) => normalize_ts(Some(parse_ts_text(&t)?)),
+                            None => None,
+                        };
+                        let c = CellIn {
+                            column,
+                            timestamp,
+                            value: Vec::new(),
+                        };
+                        let row = rows
+                            .last_mut()
+                            .ok_or_else(|| ApiError::bad("a <Cell> must be inside a <Row>"))?;
+                        if empty {
+                            row.cells.push(c);
+                        } else {
+                            text.clear();
+                            cell = Some(c);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Event::Text(t) if cell.is_some() => {
+                text.push_str(&t.unescape().map_err(xml_err)?);
+            }
+            Event::CData(t) if cell.is_some() => {
+                text.push_str(&String::from_utf8_lossy(&t));
+            }
+            Event::End(e) if e.local_name().as_ref() == b"Cell" => {
+                if let Some(mut c) = cell.take() {
+                    c.value = b64_decode(&text, "cell value")?;
+                    if let Some(row) = rows.last_mut() {
+                        row.cells.push(c);
+                    }
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+        buf.clear();
+    }
+    if !seen_root && rows.is_empty() {
+        return Err(ApiError::bad(
+            "an XML CellSet must be <CellSet><Row ..>..</Row></CellSet>",
+        ));
+    }
+    Ok(rows)
+}
+
+/// The `family:qualifier` bytes of a cell.
+pub fn column_bytes(c: &Cell) -> Vec<u8> {
+    let mut col = Vec::with_capacity(c.family.len() + 1 + c.qualifier.len());
+    col.extend_from_slice(&c.family);
+    col.push(b':');
+    col.extend_from_slice(&c.qualifier);
+    col
+}
+
+/// Appends one JSON row object (`{"key":..,"Cell":[..]}`).
+pub fn json_row(out: &mut String, key: &[u8], cells: &[Cell]) {
+    out.push_str("{\"key\":\"");
+    out.push_str(&b64_encode(key));
+    out.push_str("\",\"Cell\":[");
+    for (i, c) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            "{{\"column\":\"{}\",\"timestamp\":{},\"$\":\"{}\"}}",
+            b64_encode(&column_bytes(c)),
+            c.timestamp,
+            b64_encode(&c.value)
+        );
+    }
+    out.push_str("]}");
+}
+
+/// Appends one XML `<Row>` element.
+pub fn xml_row(out: &mut String, key: &[u8], cells: &[Cell]) {
+    let _ = write!(out, "<Row key=\"{}\">", b64_encode(key));
+    for c in cells {
+        let _ = write!(
+            out,
+            "<Cell column=\"{}\" timestamp=\"{}\">{}</Cell>",
+            b64_encode(&column_bytes(c)),
+            c.timestamp,
+            b64_encode(&c.value)
+        );
+    }
+    out.push_str("</Row>");
+}
+
+/// The opening of a CellSet document.
+pub fn open(repr: Repr) -> &'static str {
+    match repr {
+        Repr::Xml => "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?><CellSet>",
+        _ => "{\"Row\":[",
+    }
+}
+
+/// The closing of a CellSet document.
+pub fn close(repr: Repr) -> &'static str {
+    match repr {
+        Repr::Xml => "</CellSet>",
+        _ => "]}",
+    }
+}
+
+/// Appends one row in `repr`; `first` says whether it is the first row (JSON separators).
+pub fn push_row(out: &mut String, repr: Repr, first: bool, key: &[u8], cells: &[Cell]) {
+    match repr {
+        Repr::Xml => xml_row(out, key, cells),
+        _ => {
+            if !first {
+                out.push(',');
+            }
+            json_row(out, key, cells)
+        }
+    }
+}
+
+/// A whole CellSet document of `rows` in JSON or XML.
+pub fn render(repr: Repr, rows: &[Row]) -> String {
+    let mut out = String::from(open(repr));
+    for (i, r) in rows.iter().enumerate() {
+        push_row(&mut out, repr, i == 0, &r.key, &r.cells);
+    }
+    out.push_str(close(repr));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(q: &str, ts: i64, v: &str) -> Cell {
+        Cell {
+            family: b"cf".to_vec(),
+            qualifier: q.into(),
+            timestamp: ts,
+            value: v.into(),
+        }
+    }
+
+    #[test]
+    fn json_output_matches_hbase_shape() {
+        let rows = vec![Row {
+            key: b"row1".to_vec(),
+            cells: vec![cell("a", 1700000000000, "value1")],
+        }];
+        assert_eq!(
+            render(Repr::Json, &rows),
+            r#"{"Row":[{"key":"cm93MQ==","Cell":[{"column":"Y2Y6YQ==","timestamp":1700000000000,"$":"dmFsdWUx"}]}]}"#
+        );
+        assert!(render(Repr::Xml, &rows).contains(
+            r#"<Row key="cm93MQ=="><Cell column="Y2Y6YQ==" timestamp="1700000000000">dmFsdWUx</Cell></Row>"#
+        ));
+    }
+
+    #[test]
+    fn json_input_with_optional_fields() {
+        let body = br#"{"Row":[{"key":"cm93MQ==","Cell":[{"column":"Y2Y6YQ==","$":"dmFsdWUx"},{"timestamp":"5","$":""}]}]}"#;
+        let rows = parse_cellset(Repr::Json, body).expect("valid");
+        assert_eq!(rows[0].key.as_deref(), Some(&b"row1"[..]));
+        assert_eq!(rows[0].cells[0].column.as_deref(), Some(&b"cf:a"[..]));
+        assert_eq!(rows[0].cells[0].timestamp, None);
+        assert_eq!(rows[0].cells[1].timestamp, Some(5));
+        assert_eq!(rows[0].cells[1].column, None);
+    }
+
+    #[test]
+    fn xml_input_round_trips() {
+        let body = br#"<?xml version="1.0"?><CellSet><Row key="cm93MQ=="><Cell column="Y2Y6YQ==" timestamp="7">dmFsdWUx</Cell><Cell column="Y2Y6Yg=="/></Row></CellSet>"#;
+        let rows = parse_cellset(Repr::Xml, body).expect("valid");
+        assert_eq!(rows[0].cells.len(), 2);
+        assert_eq!(rows[0].cells[0].value, b"value1");
+        assert_eq!(rows[0].cells[0].timestamp, Some(7));
+        assert_eq!(rows[0].cells[1].value, b"");
+    }
+
+    #[test]
+    fn malformed_bodies_are_bad_requests() {
+        for body in [
+            &b"{"[..],
+            b"[1]",
+            br#"{"Row":[{"key":"!!"}]}"#,
+            b"<CellSet><Row key=\"a\"",
+            b"<Cell/>",
+        ] {
+            let repr = if body.starts_with(b"<") {
+                Repr::Xml
+            } else {
+                Repr::Json
+            };
+            assert!(
+                matches!(parse_cellset(repr, body), Err(ApiError::BadRequest(_))),
+                "{body:?}"
+            );
+        }
+    }
+}

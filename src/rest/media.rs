@@ -1,0 +1,364 @@
+//! Wire-level helpers: content negotiation, base64, URL decoding, query strings, body reading.
+//!
+//! # Invariants
+//! 1. Response Content-Types are exactly `application/json`, `text/xml`, `text/plain` or
+//!    `application/octet-stream` (HBase's tests compare the header for equality).
+//! 2. A body is never buffered past `Limits::max_body`: a larger one is a 413 before it is read.
+//! 3. URL decoding follows Java's `URLDecoder`: `+` is a space, `%XX` a byte.
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::Limits;
+use actix_web::http::header;
+use actix_web::{web, HttpRequest};
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use base64::engine::{DecodePaddingMode, Engine};
+use futures::StreamExt;
+
+/// A representation of a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repr {
+    Json,
+    Xml,
+    Text,
+    Binary,
+}
+
+impl Repr {
+    /// The exact Content-Type of a response in this representation.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Repr::Json => "application/json",
+            Repr::Xml => "text/xml",
+            Repr::Text => "text/plain",
+            Repr::Binary => "application/octet-stream",
+        }
+    }
+}
+
+fn essence(mime: &str) -> String {
+    mime.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Picks the response representation from the `Accept` header among `offered`; no header or
+/// `*/*` gives `default`. A header naming only types we cannot produce is a 406.
+pub fn negotiate(req: &HttpRequest, offered: &[Repr], default: Repr) -> ApiResult<Repr> {
+    let Some(accept) = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(default);
+    };
+    let mut ranges: Vec<(f32, usize, String)> = Vec::new();
+    for (i, part) in accept.split(',').enumerate() {
+        let mut pieces = part.split(';');
+        let mime = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+        if mime.is_empty() {
+            continue;
+        }
+        let mut q = 1.0f32;
+        for p in pieces {
+            if let Some(v) = p.trim().strip_prefix("q=") {
+                q = v.trim().parse().unwrap_or(0.0);
+            }
+        }
+        if q > 0.0 {
+            ranges.push((q, i, mime));
+        }
+    }
+    if ranges.is_empty() {
+        return Ok(default);
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, mime) in &ranges {
+        let candidates: &[Repr] = match mime.as_str() {
+            "*/*" => &[default],
+            "application/json" => &[Repr::Json],
+            "text/xml" | "application/xml" => &[Repr::Xml],
+            "text/plain" => &[Repr::Text],
+            "application/octet-stream" => &[Repr::Binary],
+            "application/*" => &[Repr::Json, Repr::Binary, Repr::Xml],
+            "text/*" => &[Repr::Text, Repr::Xml],
+            _ => &[],
+        };
+        if let Some(r) = candidates.iter().find(|r| offered.contains(r)) {
+            return Ok(*r);
+        }
+    }
+    Err(ApiError::NotAcceptable(format!(
+        "cannot produce {accept}; this resource is available as {}",
+        offered
+            .iter()
+            .map(|r| r.content_type())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+/// The representation of a request body, from its Content-Type. A missing Content-Type is
+/// sniffed from the first byte (`{` JSON, `<` XML); protobuf and others are a 415.
+pub fn body_repr(req: &HttpRequest, body: &[u8], offered: &[Repr]) -> ApiResult<Repr> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(essence);
+    let repr = match ct.as_deref() {
+        None | Some("") => match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'<') => Some(Repr::Xml),
+            _ => Some(Repr::Json),
+        },
+        Some("application/json") => Some(Repr::Json),
+        Some("text/xml") | Some("application/xml") => Some(Repr::Xml),
+        Some("application/octet-stream") => Some(Repr::Binary),
+        Some(_) => None,
+    };
+    match repr {
+        Some(r) if offered.contains(&r) => Ok(r),
+        _ => Err(ApiError::UnsupportedMediaType(format!(
+            "Content-Type {} is not supported here; send one of {}",
+            ct.unwrap_or_default(),
+            offered
+                .iter()
+                .map(|r| r.content_type())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Reads the whole body, refusing (413) one larger than `limits.max_body`.
+pub async fn read_body(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+    limits: &Limits,
+) -> ApiResult<web::Bytes> {
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the request body exceeds {} bytes",
+            limits.max_body
+        ))
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limits.max_body as u64) {
+        return Err(too_large());
+    }
+    let mut buf = web::BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad(format!("cannot read the body: {e}")))?;
+        if buf.len() + chunk.len() > limits.max_body {
+            return Err(too_large());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+const INDIFFERENT: GeneralPurposeConfig =
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+const STD_LENIENT: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, INDIFFERENT);
+const URL_LENIENT: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, INDIFFERENT);
+
+/// Standard base64 (bodies), padding optional.
+pub fn b64_decode(s: &str, what: &str) -> ApiResult<Vec<u8>> {
+    let t = s.trim();
+    STD_LENIENT
+        .decode(t)
+        .map_err(|e| ApiError::bad(format!("{what} is not valid base64 ({e}): {t:.40}")))
+}
+
+/// Standard base64 with padding, as HBase writes it.
+pub fn b64_encode(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// How row keys and columns are written in a URL (`e=` / `Encoding:`; HBASE-28174).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyEncoding {
+    /// URL-encoded bytes (the default).
+    Plain,
+    /// URL-safe base64 (`b64`, `base64`, `b64url`, `base64url`).
+    Base64Url,
+    /// Standard base64 (`b64basic`).
+    Base64Basic,
+}
+
+impl KeyEncoding {
+    /// From the `e` query parameter, else the `Encoding` header.
+    pub fn from_request(req: &HttpRequest, query: &Query) -> ApiResult<KeyEncoding> {
+        let value = match query.first("e") {
+            Some(v) => Some(v.to_string()),
+            None => req
+                .headers()
+                .get("Encoding")
+                .and_then(|v| v.to_str().ok())
+                .map(|s| s.trim().to_string()),
+        };
+        match value.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("") => Ok(KeyEncoding::Plain),
+            Some("b64" | "base64" | "b64url" | "base64url") => Ok(KeyEncoding::Base64Url),
+            Some("b64basic") => Ok(KeyEncoding::Base64Basic),
+            Some(other) => Err(ApiError::bad(format!(
+                "unknown key encoding {other:?}; use b64, base64, b64url, base64url or b64basic"
+            ))),
+        }
+    }
+
+    /// Decodes one URL piece that has already been URL-decoded.
+    pub fn decode(self, piece: Vec<u8>, what: &str) -> ApiResult<Vec<u8>> {
+        let engine = match self {
+            KeyEncoding::Plain => return Ok(piece),
+            KeyEncoding::Base64Url => &URL_LENIENT,
+            KeyEncoding::Base64Basic => &STD_LENIENT,
+        };
+        engine.decode(&piece).map_err(|e| {
+            ApiError::bad(format!(
+                "{what} is not valid base64 for the requested encoding ({e})"
+            ))
+        })
+    }
+}
+
+/// Java `URLDecoder.decode`: `+` becomes a space, `%XX` a byte; a malformed escape is a 400.
+pub fn url_decode(s: &str) -> ApiResult<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok());
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(v) => out.push(v),
+                    None => {
+                        return Err(ApiError::bad(format!("malformed %-escape in {s:.60}")));
+                    }
+                }
+                i += 3;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A parsed query string: decoded `(name, value)` pairs in order, repeats kept.
+#[derive(Clone, Debug, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    /// Parses `a=1&b=2&a=3`. Undecodable escapes are a 400.
+    pub fn parse(q: &str) -> ApiResult<Query> {
+        let mut pairs = Vec::new();
+        for part in q.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            let k = String::from_utf8_lossy(&url_decode(k)?).into_owned();
+            let v = String::from_utf8_lossy(&url_decode(v)?).into_owned();
+            pairs.push((k, v));
+        }
+        Ok(Query(pairs))
+    }
+
+    /// From the request's raw query string.
+    pub fn of(req: &HttpRequest) -> ApiResult<Query> {
+        Query::parse(req.query_string())
+    }
+
+    /// The first value of `name`.
+    pub fn first(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `name`, in order.
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// True if `name` is present.
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == name)
+    }
+
+    /// A numeric parameter; a present but malformed value is a 400.
+    pub fn number<T: std::str::FromStr>(&self, name: &str) -> ApiResult<Option<T>> {
+        match self.first(name) {
+            None => Ok(None),
+            Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                ApiError::bad(format!("parameter {name}={v:?} is not a valid number"))
+            }),
+        }
+    }
+
+    /// A boolean parameter (`true`/`false`, case-insensitive); malformed is a 400.
+    pub fn boolean(&self, name: &str) -> ApiResult<Option<bool>> {
+        match self.first(name) {
+            None => Ok(None),
+            Some(v) if v.eq_ignore_ascii_case("true") || v.is_empty() => Ok(Some(true)),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(Some(false)),
+            Some(v) => Err(ApiError::bad(format!(
+                "parameter {name}={v:?} must be true or false"
+            ))),
+        }
+    }
+}
+
+/// Escapes text for an XML attribute or element.
+pub fn xml_escape(s: &str) -> std::borrow::Cow<'_, str> {
+    quick_xml::escape::escape(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_decode_follows_java_urldecoder() {
+        assert_eq!(url_decode("a+b%2Cc").expect("valid"), b"a b,c");
+        assert_eq!(
+            url_decode("http%3A%2F%2Fexample.com%2Ffoo").expect("valid"),
+            b"http://example.com/foo"
+        );
+        assert!(url_decode("bad%zz").is_err());
+        assert!(url_decode("bad%2").is_err());
+    }
+
+    #[test]
+    fn query_keeps_repeats_in_order() {
+        let q = Query::parse("row=a&row=b%2Fc&v=3&flag").expect("valid");
+        assert_eq!(q.all("row").collect::<Vec<_>>(), vec!["a", "b/c"]);
+        assert_eq!(q.number::<u32>("v").expect("number"), Some(3));
+        assert!(q.has("flag"));
+        assert!(q.number::<u32>("row").is_err());
+    }
+
+    #[test]
+    fn base64_accepts_missing_padding() {
+        assert_eq!(b64_decode("cm93MQ==", "key").expect("valid"), b"row1");
+        assert_eq!(b64_decode("cm93MQ", "key").expect("valid"), b"row1");
+        assert!(b64_decode("!!", "key").is_err());
+        assert_eq!(b64_encode(b"row1"), "cm93MQ==");
+    }
+}

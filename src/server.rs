@@ -1,0 +1,132 @@
+//! The pieces `main` assembles into a server, public so that tests use exactly the same ones:
+//! bearer-token authentication, panic catching, and the `HttpServer` builder.
+//!
+//! # Invariants
+//! 1. When a token is configured, every request but `GET /healthz` must carry
+//!    `Authorization: Bearer <token>`; the comparison takes the same time whatever the guess.
+//! 2. A handler that panics still answers: 500 with a plain-text body, never a dropped connection.
+//! 3. The request head must arrive within the header timeout (slowloris).
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::state::AppState;
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
+use actix_web::middleware::{from_fn, Next};
+use actix_web::{web, App, Error, HttpServer, ResponseError};
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+
+/// The bearer token clients must present, registered as `web::Data<AuthToken>`.
+/// Absent data or `AuthToken(None)` means authentication is off.
+#[derive(Clone, Debug, Default)]
+pub struct AuthToken(pub Option<String>);
+
+impl AuthToken {
+    /// True if the `Authorization` header value carries this token (constant-time compare).
+    pub fn admits(&self, authorization: Option<&[u8]>) -> bool {
+        let Some(expected) = &self.0 else { return true };
+        let Some(value) = authorization else {
+            return false;
+        };
+        let Some(presented) = value.strip_prefix(b"Bearer ") else {
+            return false;
+        };
+        // `ct_eq` on slices of unequal length returns false without comparing contents; the
+        // length of the token is not a secret worth hiding.
+        bool::from(presented.trim_ascii().ct_eq(expected.as_bytes()))
+    }
+}
+
+/// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request carries the token.
+pub async fn require_bearer(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let admitted = match req.app_data::<web::Data<AuthToken>>() {
+        None => true,
+        Some(token) => {
+            req.path() == "/healthz"
+                || token.admits(
+                    req.headers()
+                        .get(actix_web::http::header::AUTHORIZATION)
+                        .map(|v| v.as_bytes()),
+                )
+        }
+    };
+    if !admitted {
+        let resp = ApiError::Unauthorized.error_response();
+        return Ok(req.into_response(resp));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// Middleware: turns a panic inside the handler into a 500 answer.
+pub async fn catch_panic(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let http_req = req.request().clone();
+    let path = req.path().to_string();
+    match AssertUnwindSafe(async move { next.call(req).await })
+        .catch_unwind()
+        .await
+    {
+        Ok(Ok(resp)) => Ok(resp.map_into_boxed_body()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            tracing::error!(%path, "handler panicked; answering 500");
+            let resp = ApiError::Internal("the handler panicked".into()).error_response();
+            Ok(ServiceResponse::new(http_req, resp))
+        }
+    }
+}
+
+/// Builds the server exactly as `main` runs it, bound and ready to `.await`.
+/// Signals are left to the caller, which must call `Kura::shutdown` after the server stops.
+pub fn build_server(
+    config: &Config,
+    state: web::Data<AppState>,
+    token: Option<String>,
+) -> std::io::Result<Server> {
+    let addrs = config
+        .validate()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let token = web::Data::new(AuthToken(token));
+    let max_body = config.max_body;
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(token.clone())
+            .app_data(web::PayloadConfig::new(max_body))
+            .app_data(web::JsonConfig::default().limit(max_body))
+            .wrap(from_fn(require_bearer))
+            .wrap(from_fn(catch_panic))
+            .configure(crate::configure)
+    })
+    .client_request_timeout(Duration::from_secs(config.header_timeout_secs.max(1)))
+    .shutdown_timeout(10)
+    .disable_signals();
+    if config.workers > 0 {
+        server = server.workers(config.workers);
+    }
+    Ok(server.bind(&addrs[..])?.run())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_must_match_exactly() {
+        let t = AuthToken(Some("abc".into()));
+        assert!(t.admits(Some(b"Bearer abc")));
+        assert!(!t.admits(Some(b"Bearer abd")));
+        assert!(!t.admits(Some(b"Bearer ab")));
+        assert!(!t.admits(Some(b"Basic abc")));
+        assert!(!t.admits(None));
+        assert!(AuthToken(None).admits(None));
+    }
+}
