@@ -1,0 +1,249 @@
+//! `PUT`/`POST /{t}/{row}?check=put|delete|append|increment[&rr=true]` (spec §5,
+//! `R/RowResource.java` checkAndPut, checkAndDelete, append, increment).
+//!
+//! # Invariants
+//! 1. The body holds exactly one row; otherwise 400.
+//! 2. check=put / check=delete: the last cell is the check (`fam:qual` and the expected value;
+//!    an empty expected value matches an absent or empty cell). A failed check is a 304 and
+//!    changes nothing; a passed one applies every other cell atomically.
+//! 3. check=delete with only the check cell deletes every version of the checked column.
+//! 4. check=increment amounts are decimal ASCII; stored counters are 8-byte big-endian.
+//! 5. `rr=true` answers the new values of an append or increment as a CellSet.
+
+use super::cellset::{self, RowIn};
+use super::media::{negotiate, Repr};
+use super::rows::{check_key, check_qualifier, check_value, split_column};
+use super::rowspec::{parse_column, RowSpec};
+use super::{check_families, table_or_404};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use actix_web::{HttpRequest, HttpResponse};
+use kura_storage::model::{Append, CheckAndMutate, ColumnSpec, Increment, Mutation, Row};
+
+/// Dispatches a `?check=` request whose body has been parsed into `rows`.
+pub async fn handle(
+    req: &HttpRequest,
+    state: &AppState,
+    table: &str,
+    spec: &Result<RowSpec, ApiError>,
+    rows: Vec<RowIn>,
+    mode: &str,
+    rr: bool,
+) -> ApiResult<HttpResponse> {
+    let mode = mode.to_ascii_lowercase();
+    if !matches!(mode.as_str(), "put" | "delete" | "append" | "increment") {
+        return Err(ApiError::bad(format!(
+            "Invalid check value '{mode}'; use put, delete, append or increment"
+        )));
+    }
+    let desc = table_or_404(state, table)?;
+    let mut rows = rows;
+    if rows.len() != 1 {
+        return Err(ApiError::bad(format!(
+            "check={mode} needs exactly one row in the body, found {}",
+            rows.len()
+        )));
+    }
+    let row = rows.remove(0);
+    let key = match row.key {
+        Some(k) => k,
+        None => match spec {
+            Ok(s) => s.row.clone(),
+            Err(_) => return Err(ApiError::bad("Row key found to be null.")),
+        },
+    };
+    check_key(&state.limits, &key)?;
+    let url_columns: &[Vec<u8>] = spec.as_ref().map(|s| s.columns.as_slice()).unwrap_or(&[]);
+    let mut cells = row.cells;
+    let kura = &state.kura;
+    match mode.as_str() {
+        "put" => {
+            if cells.len() < 2 {
+                return Err(ApiError::bad(
+                    "Either row key is null or no data found for columns specified: check=put \
+                     needs the cells to put followed by the check cell",
+                ));
+            }
+            let check = cells.pop().expect("at least two cells");
+            let check_col = check
+                .column
+                .or_else(|| url_columns.first().cloned())
+                .ok_or_else(|| ApiError::bad("Column not specified for check."))?;
+            let (cf, cq) = match parse_column(&check_col) {
+                ColumnSpec::Column(f, q) if !q.is_empty() => (f, q),
+                _ => return Err(ApiError::bad("Column incorrectly specified.")),
+            };
+            let mut mutations = Vec::with_capacity(cells.len());
+            let mut matched = false;
+            for c in cells {
+                let col = c
+                    .column
+                    .ok_or_else(|| ApiError::bad("Column found to be null."))?;
+                matched |= col == check_col;
+                let (family, qualifier) = split_column(&col)?;
+                check_families(&desc, [family.as_slice()])?;
+                check_qualifier(&state.limits, &qualifier)?;
+                check_value(&state.limits, &c.value)?;
+                mutations.push(Mutation::Put {
+                    family,
+                    qualifier,
+                    timestamp: c.timestamp,
+                    value: c.value,
+                });
+            }
+            if !matched {
+                return Err(ApiError::bad("The column to put and check do not match."));
+            }
+            check_families(&desc, [cf.as_slice()])?;
+            let cam = CheckAndMutate {
+                row: key,
+                family: cf,
+                qualifier: cq,
+                expected: check.value,
+                mutations,
+            };
+            checked(kura.check_and_mutate(table, cam).await?)
+        }
+        "delete" => {
+            let check = cells.pop().ok_or_else(|| {
+                ApiError::bad("check=delete needs at least the check cell in the body")
+            })?;
+            let check_col = check
+                .column
+                .or_else(|| url_columns.first().cloned())
+                .ok_or_else(|| ApiError::bad("Column not specified for check."))?;
+            let (cf, cq) = match parse_column(&check_col) {
+                ColumnSpec::Column(f, q) => (f, q),
+                ColumnSpec::Family(_) => {
+                    return Err(ApiError::bad("Column to check incorrectly specified."))
+                }
+            };
+            check_families(&desc, [cf.as_slice()])?;
+            let mut mutations = Vec::with_capacity(cells.len().max(1));
+            if cells.is_empty() {
+                mutations.push(Mutation::DeleteColumn {
+                    family: cf.clone(),
+                    qualifier: cq.clone(),
+                    timestamp: None,
+                });
+            }
+            for c in cells {
+                let col = c
+                    .column
+                    .ok_or_else(|| ApiError::bad("Column found to be null."))?;
+                match parse_column(&col) {
+                    ColumnSpec::Family(family) => {
+                        check_families(&desc, [family.as_slice()])?;
+                        mutations.push(Mutation::DeleteFamily {
+                            family,
+                            timestamp: c.timestamp,
+                        });
+                    }
+                    ColumnSpec::Column(family, qualifier) => {
+                        check_families(&desc, [family.as_slice()])?;
+                        mutations.push(Mutation::DeleteVersion {
+                            family,
+                            qualifier,
+                            timestamp: c.timestamp,
+                        });
+                    }
+                }
+            }
+            let cam = CheckAndMutate {
+                row: key,
+                family: cf,
+                qualifier: cq,
+                expected: check.value,
+                mutations,
+            };
+            checked(kura.check_and_mutate(table, cam).await?)
+        }
+        "append" => {
+            let mut columns = Vec::with_capacity(cells.len());
+            for (i, c) in cells.into_iter().enumerate() {
+                let col = c
+                    .column
+                    .or_else(|| url_columns.get(i).cloned())
+                    .ok_or_else(|| ApiError::bad("Column found to be null."))?;
+                let (family, qualifier) = split_column(&col)?;
+                check_families(&desc, [family.as_slice()])?;
+                check_qualifier(&state.limits, &qualifier)?;
+                check_value(&state.limits, &c.value)?;
+                columns.push((family, qualifier, c.value));
+            }
+            if columns.is_empty() {
+                return Err(ApiError::bad("check=append needs at least one cell"));
+            }
+            let new = kura
+                .append(
+                    table,
+                    Append {
+                        row: key.clone(),
+                        columns,
+                    },
+                )
+                .await?;
+            result(req, rr, key, new)
+        }
+        _ => {
+            let mut columns = Vec::with_capacity(cells.len());
+            for (i, c) in cells.into_iter().enumerate() {
+                let col = c
+                    .column
+                    .or_else(|| url_columns.get(i).cloned())
+                    .ok_or_else(|| ApiError::bad("Column found to be null."))?;
+                let (family, qualifier) = split_column(&col)?;
+                check_families(&desc, [family.as_slice()])?;
+                check_qualifier(&state.limits, &qualifier)?;
+                let text = String::from_utf8_lossy(&c.value).into_owned();
+                let amount: i64 = text.parse().map_err(|_| {
+                    ApiError::bad(format!(
+                        "increment amount {text:?} is not a decimal integer (send the base64 of \
+                         its ASCII digits, e.g. \"NQ==\" for 5)"
+                    ))
+                })?;
+                columns.push((family, qualifier, amount));
+            }
+            if columns.is_empty() {
+                return Err(ApiError::bad("check=increment needs at least one cell"));
+            }
+            let new = kura
+                .increment(
+                    table,
+                    Increment {
+                        row: key.clone(),
+                        columns,
+                    },
+                )
+                .await?;
+            result(req, rr, key, new)
+        }
+    }
+}
+
+fn checked(passed: bool) -> ApiResult<HttpResponse> {
+    if passed {
+        Ok(HttpResponse::Ok().finish())
+    } else {
+        Err(ApiError::NotModified)
+    }
+}
+
+fn result(
+    req: &HttpRequest,
+    rr: bool,
+    key: Vec<u8>,
+    cells: Vec<kura_storage::model::Cell>,
+) -> ApiResult<HttpResponse> {
+    if !rr {
+        return Ok(HttpResponse::Ok().finish());
+    }
+    if cells.is_empty() {
+        return Err(ApiError::NotModified);
+    }
+    let repr = negotiate(req, &[Repr::Json, Repr::Xml], Repr::Json)?;
+    let body = cellset::render(repr, &[Row { key, cells }]);
+    Ok(HttpResponse::Ok()
+        .content_type(repr.content_type())
+        .body(body))
+}
