@@ -467,6 +467,13 @@
       g.fillText(pts.length ? "measuring…" : "waiting for the first samples…", w / 2, h / 2);
       return;
     }
+    g.fillStyle = "rgba(47, 111, 222, 0.12)";
+    g.beginPath();
+    g.moveTo(x(0), y(0));
+    pts.forEach((p, i) => g.lineTo(x(i), y(p.r)));
+    g.lineTo(x(pts.length - 1), y(0));
+    g.closePath();
+    g.fill();
     for (const [key, color] of [["r", "#2f6fde"], ["w", "#e0792b"]]) {
       g.strokeStyle = color; g.lineWidth = 2; g.beginPath();
       pts.forEach((p, i) => (i ? g.lineTo(x(i), y(p[key])) : g.moveTo(x(i), y(p[key]))));
@@ -641,6 +648,40 @@
     const minutes = cols > 1 ? ((data.times[cols - 1] - data.starts[0]) / 60000).toFixed(1) : "0";
     $("#hm-info").textContent = data.buckets + " buckets × " + cols + " intervals (" + minutes + " min)";
     $("#hm-max").textContent = "max " + fmtInt(Math.max(data.max_reads, data.max_writes)) + " ops / interval (log scale)";
+    renderHotBuckets(data);
+  }
+
+  // The buckets with the most operations over the last minute (12 intervals of 5 s).
+  function renderHotBuckets(data) {
+    const n = data.times.length;
+    const from = Math.max(0, n - Math.ceil(60000 / data.interval_ms));
+    const totals = [];
+    let all = 0;
+    for (let b = 0; b < data.buckets; b++) {
+      let r = 0, w = 0;
+      for (let i = from; i < n; i++) { r += data.reads[i][b]; w += data.writes[i][b]; }
+      if (r + w > 0) totals.push({ b, r, w });
+      all += r + w;
+    }
+    totals.sort((x, y) => (y.r + y.w) - (x.r + x.w));
+    const body = $("#hot-table tbody");
+    body.replaceChildren();
+    if (!totals.length) {
+      body.append(el("tr", null, el("td", { colspan: 5, class: "muted", text: "No reads or writes in the last minute." })));
+      return;
+    }
+    for (const t of totals.slice(0, 8)) {
+      const region = (data.regions || []).find((g) => t.b >= g.bucket_start && t.b < g.bucket_end);
+      const share = (t.r + t.w) / all;
+      const bar = el("span", { class: "share" + (t.r >= t.w ? " reads" : "") });
+      bar.style.width = Math.max(2, Math.round(160 * share)) + "px";
+      body.append(el("tr", null,
+        el("td", null, el("code", { text: String(t.b) })),
+        el("td", { text: region ? "#" + region.id : "–" }),
+        el("td", { class: "num", text: fmtInt(t.r) }),
+        el("td", { class: "num", text: fmtInt(t.w) }),
+        el("td", null, bar, (100 * share).toFixed(1) + "%")));
+    }
   }
 
   function drawHeatmap(canvas, data, matrix, max) {
