@@ -40,3 +40,11 @@ pub use region_store::{
     CompactionOutput, CompactionTask, Durability, RecoveryMode, RecoveryReport, RegionStats,
     RegionStore, RowPredicate, StoreOptions,
 };
+
+/// The store moves into its region actor's thread and compactions run on another one.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<RegionStore>();
+    assert_send::<CompactionTask>();
+    assert_send::<CompactionOutput>();
+};

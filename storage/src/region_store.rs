@@ -179,6 +179,11 @@ impl Clock {
     }
 }
 
+/// Segments merged at once by the size-tiered compaction after a flush.
+const TIER_WIDTH: usize = 4;
+/// Above this many segments the tiered compaction merges regardless of sizes.
+const MAX_SEGMENTS: usize = 12;
+
 fn seg_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:016}.seg"))
 }
@@ -260,9 +265,10 @@ fn collect_row<'a>(
     row: &[u8],
     read: &ReadSpec,
     rules: &Rules,
+    now_ms: i64,
     out: &mut Vec<Cell>,
 ) -> Result<()> {
-    let mut ret = Retention::new(rules);
+    let mut ret = Retention::new(rules, now_ms);
     let mut last_col: Option<(&'a [u8], &'a [u8])> = None;
     let mut count = 0u32;
     let max_versions = read.max_versions.max(1);
@@ -350,6 +356,7 @@ pub struct CompactionTask {
     major: bool,
     drop_markers: bool,
     rules: Rules,
+    now_ms: i64,
     owns_row: Option<RowPredicate>,
 }
 
@@ -392,6 +399,7 @@ impl CompactionTask {
         let owns = self.owns_row.clone();
         let keep_row = move |row: &[u8]| owns.as_ref().is_none_or(|p| p(row));
         let rules = &self.rules;
+        let now_ms = self.now_ms;
         let (major, drop_markers) = (self.major, self.drop_markers);
         let output = write_segment(&*self.fs, &self.dir, self.id, &mut |w| {
             if !major {
@@ -403,7 +411,7 @@ impl CompactionTask {
                     skip_row(&mut it, row)?;
                     continue;
                 }
-                let mut ret = Retention::new(rules);
+                let mut ret = Retention::new(rules, now_ms);
                 loop {
                     let e = match it.peek() {
                         Some(e) if e.row == row => *e,
@@ -438,6 +446,8 @@ pub struct RegionStore {
     memtable_budget: usize,
     families: Vec<FamilyDescriptor>,
     floors: BTreeMap<Vec<u8>, u64>,
+    /// Derived from `families` and `floors`; rebuilt whenever they change.
+    rules: Rules,
     owns_row: Option<RowPredicate>,
     memtable: Memtable,
     segments: Vec<Arc<Segment>>,
@@ -595,6 +605,7 @@ impl RegionStore {
             dir: dir.to_path_buf(),
             durability: options.durability,
             memtable_budget: options.memtable_budget,
+            rules: Rules::new(&families, &floors),
             families,
             floors,
             owns_row: options.owns_row,
@@ -693,6 +704,7 @@ impl RegionStore {
             self.poison(&e);
             return Err(e);
         }
+        self.rules = Rules::new(&self.families, &self.floors);
         Ok(())
     }
 
@@ -716,10 +728,6 @@ impl RegionStore {
             }
         }
         Ok(())
-    }
-
-    fn rules(&self) -> Rules {
-        Rules::new(&self.families, &self.floors, wall_ms())
     }
 
     fn owns(&self, row: &[u8]) -> bool {
@@ -758,7 +766,7 @@ impl RegionStore {
         it: &mut MergeIter<'_>,
         row: &[u8],
         read: &ReadSpec,
-        rules: &Rules,
+        now_ms: i64,
         filter: Option<&dyn RowFilter>,
     ) -> Result<Option<Row>> {
         if !self.owns(row) || filter.is_some_and(|f| !f.accept_key(row)) {
@@ -766,7 +774,7 @@ impl RegionStore {
             return Ok(None);
         }
         let mut cells = Vec::new();
-        collect_row(it, row, read, rules, &mut cells)?;
+        collect_row(it, row, read, &self.rules, now_ms, &mut cells)?;
         if let Some(f) = filter {
             if !f.accept_row(row, &mut cells) {
                 return Ok(None);
@@ -794,12 +802,11 @@ impl RegionStore {
         check_row(row)?;
         self.check_read(read)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let rules = self.rules();
         let mut it = self.sources_from(Some(row))?;
         if it.peek().is_none_or(|e| e.row != row) {
             return Ok(None);
         }
-        self.visible_row(&mut it, row, read, &rules, filter)
+        self.visible_row(&mut it, row, read, wall_ms(), filter)
     }
 
     /// The latest visible version of one column.
@@ -821,7 +828,7 @@ impl RegionStore {
         self.check_usable()?;
         self.check_read(&spec.read)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let rules = self.rules();
+        let now_ms = wall_ms();
         let filter = spec.filter.as_deref();
         let max_rows = limits.max_rows.max(1);
         let mut page = ScanPage::default();
@@ -848,7 +855,7 @@ impl RegionStore {
                 if !spec.contains(row) {
                     break;
                 }
-                if let Some(r) = self.visible_row(&mut it, row, &spec.read, &rules, filter)? {
+                if let Some(r) = self.visible_row(&mut it, row, &spec.read, now_ms, filter)? {
                     if !take(r, &mut page) {
                         return Ok(page);
                     }
@@ -865,7 +872,7 @@ impl RegionStore {
                     break;
                 }
                 let mut it = self.sources_from(Some(&row))?;
-                if let Some(r) = self.visible_row(&mut it, &row, &spec.read, &rules, filter)? {
+                if let Some(r) = self.visible_row(&mut it, &row, &spec.read, now_ms, filter)? {
                     if !take(r, &mut page) {
                         return Ok(page);
                     }
@@ -1217,11 +1224,13 @@ impl RegionStore {
     }
 
     /// Write the memtable to a new segment and rotate the log (FORMAT.md "Flush").
+    /// Afterwards, if the segments have piled up, merges some (size-tiered minor compaction).
     pub fn flush(&mut self) -> Result<()> {
         self.check_usable()?;
         let r = self.flush_inner();
-        if let Err(e) = &r {
-            self.poison(e);
+        match &r {
+            Err(e) => self.poison(e),
+            Ok(()) => self.compact_tiered(),
         }
         r
     }
@@ -1289,16 +1298,52 @@ impl RegionStore {
         {
             return None;
         }
-        Some(CompactionTask {
+        Some(self.task_for(self.segments.clone(), major))
+    }
+
+    fn task_for(&self, inputs: Vec<Arc<Segment>>, major: bool) -> CompactionTask {
+        CompactionTask {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             id: self.alloc_file(),
-            inputs: self.segments.clone(),
+            drop_markers: major && self.memtable.is_empty() && inputs.len() == self.segments.len(),
+            inputs,
             major,
-            drop_markers: major && self.memtable.is_empty(),
-            rules: self.rules(),
+            rules: self.rules.clone(),
+            now_ms: wall_ms(),
             owns_row: self.owns_row.clone(),
-        })
+        }
+    }
+
+    /// Size-tiered choice of segments to merge: the four smallest when they are of a similar
+    /// size, or the eight smallest when there are too many segments.
+    fn tiered_inputs(&self) -> Option<Vec<Arc<Segment>>> {
+        if self.segments.len() < TIER_WIDTH {
+            return None;
+        }
+        let mut by_size = self.segments.clone();
+        by_size.sort_by_key(|s| s.info.file_bytes);
+        if by_size.len() > MAX_SEGMENTS {
+            by_size.truncate(2 * TIER_WIDTH);
+            return Some(by_size);
+        }
+        by_size.truncate(TIER_WIDTH);
+        let (small, large) = (
+            by_size[0].info.file_bytes,
+            by_size[TIER_WIDTH - 1].info.file_bytes,
+        );
+        (large <= small.saturating_mul(4).max(4 << 20)).then_some(by_size)
+    }
+
+    /// Keep the number of segments (and so the cost of a read) bounded after a flush.
+    fn compact_tiered(&mut self) {
+        while let Some(inputs) = self.tiered_inputs() {
+            let task = self.task_for(inputs, false);
+            if let Err(e) = task.run().and_then(|out| self.install_compaction(out)) {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "tiered compaction failed");
+                return;
+            }
+        }
     }
 
     /// Replace a compaction's input segments by its output (manifest first, then the old files
@@ -1349,9 +1394,9 @@ impl RegionStore {
         let fs = &*self.fs;
         fs.create_dir_all(dest_dir)
             .map_err(|e| Error::io(dest_dir, e))?;
-        let rules = self.rules();
+        let rules = &self.rules;
         let mut it = self.sources_from(None)?;
-        let seg = write_segment(fs, dest_dir, 1, &mut |w| copy_raw(&mut it, &rules, pred, w))?;
+        let seg = write_segment(fs, dest_dir, 1, &mut |w| copy_raw(&mut it, rules, pred, w))?;
         let families = if options.families.is_empty() {
             self.families.clone()
         } else {

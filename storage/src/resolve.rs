@@ -25,35 +25,28 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FamilyRule {
     pub max_versions: u32,
-    /// Puts with a timestamp below this are expired (`i64::MIN`: no TTL).
-    pub ttl_cutoff: i64,
+    /// Time to live in milliseconds (`None`: forever).
+    pub ttl_ms: Option<i64>,
     pub floor: u64,
 }
 
-/// The live families and floors, with the TTL cutoffs computed for one moment.
+/// The live families with their floors (computed when the families change, not per read).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Rules {
     families: Vec<(Vec<u8>, FamilyRule)>,
 }
 
 impl Rules {
-    pub(crate) fn new(
-        families: &[FamilyDescriptor],
-        floors: &BTreeMap<Vec<u8>, u64>,
-        now_ms: i64,
-    ) -> Rules {
+    pub(crate) fn new(families: &[FamilyDescriptor], floors: &BTreeMap<Vec<u8>, u64>) -> Rules {
         let families = families
             .iter()
             .map(|f| {
-                let ttl_cutoff = match f.ttl_secs {
-                    Some(secs) => now_ms.saturating_sub(
-                        i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000),
-                    ),
-                    None => i64::MIN,
-                };
+                let ttl_ms = f
+                    .ttl_secs
+                    .map(|secs| i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000));
                 let rule = FamilyRule {
                     max_versions: f.max_versions.max(1),
-                    ttl_cutoff,
+                    ttl_ms,
                     floor: floors.get(&f.name).copied().unwrap_or(0),
                 };
                 (f.name.clone(), rule)
@@ -85,8 +78,10 @@ pub(crate) enum Verdict {
 /// Walks the entries of one row and applies the visibility rules.
 pub(crate) struct Retention<'a, 'r> {
     rules: &'r Rules,
+    now_ms: i64,
     family: Option<&'a [u8]>,
     rule: Option<FamilyRule>,
+    ttl_cutoff: i64,
     family_del: i64,
     qualifier: Option<&'a [u8]>,
     column_del: i64,
@@ -96,11 +91,14 @@ pub(crate) struct Retention<'a, 'r> {
 }
 
 impl<'a, 'r> Retention<'a, 'r> {
-    pub(crate) fn new(rules: &'r Rules) -> Self {
+    /// Judge entries as of `now_ms` (for TTLs).
+    pub(crate) fn new(rules: &'r Rules, now_ms: i64) -> Self {
         Retention {
             rules,
+            now_ms,
             family: None,
             rule: None,
+            ttl_cutoff: i64::MIN,
             family_del: i64::MIN,
             qualifier: None,
             column_del: i64::MIN,
@@ -115,6 +113,10 @@ impl<'a, 'r> Retention<'a, 'r> {
         if self.family != Some(e.family) {
             self.family = Some(e.family);
             self.rule = self.rules.get(e.family);
+            self.ttl_cutoff = match self.rule.and_then(|r| r.ttl_ms) {
+                Some(ttl) => self.now_ms.saturating_sub(ttl),
+                None => i64::MIN,
+            };
             self.family_del = i64::MIN;
             self.qualifier = None;
             self.reset_column();
@@ -151,7 +153,7 @@ impl<'a, 'r> Retention<'a, 'r> {
                 if e.ts <= self.family_del
                     || e.ts <= self.column_del
                     || self.version_del == Some(e.ts)
-                    || e.ts < rule.ttl_cutoff
+                    || e.ts < self.ttl_cutoff
                 {
                     return Verdict::Drop;
                 }
@@ -180,7 +182,6 @@ mod tests {
         Rules::new(
             &[FamilyDescriptor::new("f").with_max_versions(max_versions)],
             &BTreeMap::new(),
-            1_000,
         )
     }
 
@@ -199,7 +200,7 @@ mod tests {
     #[test]
     fn column_marker_masks_equal_and_older_puts_only() {
         let r = rules(5);
-        let mut ret = Retention::new(&r);
+        let mut ret = Retention::new(&r, 1_000);
         assert_eq!(ret.offer(&e(Some(b"q"), 9, Kind::Put, 1)), Verdict::Keep);
         assert_eq!(
             ret.offer(&e(Some(b"q"), 5, Kind::DeleteColumn, 2)),
@@ -213,7 +214,7 @@ mod tests {
     #[test]
     fn re_put_counts_once_and_versions_are_capped() {
         let r = rules(1);
-        let mut ret = Retention::new(&r);
+        let mut ret = Retention::new(&r, 1_000);
         assert_eq!(ret.offer(&e(Some(b"q"), 9, Kind::Put, 5)), Verdict::Keep);
         assert_eq!(ret.offer(&e(Some(b"q"), 9, Kind::Put, 2)), Verdict::Drop);
         assert_eq!(ret.offer(&e(Some(b"q"), 8, Kind::Put, 1)), Verdict::Drop);
