@@ -13,7 +13,7 @@ async fn increments_from_64_tasks_total_exactly() {
         .map(|t| {
             let kura = kura.clone();
             actix_rt::spawn(async move {
-                for _ in 0..50 {
+                for _ in 0..30 {
                     let inc = Increment {
                         row: b"hits".to_vec(),
                         columns: vec![
@@ -38,9 +38,9 @@ async fn increments_from_64_tasks_total_exactly() {
         let c = row.cells.iter().find(|c| c.qualifier == q).expect("column");
         i64::from_be_bytes(c.value.as_slice().try_into().expect("8 bytes"))
     };
-    assert_eq!(n(b"n"), 64 * 50);
+    assert_eq!(n(b"n"), 64 * 30);
     for t in 0..4 {
-        assert_eq!(n(format!("t{t}").as_bytes()), 16 * 50 * 2);
+        assert_eq!(n(format!("t{t}").as_bytes()), 16 * 30 * 2);
     }
     kura.shutdown().await.expect("shutdown");
 }
