@@ -1,0 +1,117 @@
+//! Shared harness of the application tests: the same `App` the server runs
+//! (`App::new().app_data(state).configure(kura::configure)`) over a real `Kura` in a temp dir.
+
+#![allow(dead_code)]
+
+use actix_web::body::MessageBody;
+use actix_web::dev::ServiceResponse;
+use actix_web::test;
+use kura_actors::{Kura, KuraConfig};
+use serde_json::Value;
+
+/// A running store and its data directory (dropped after the store).
+pub struct Store {
+    pub kura: Kura,
+    pub dir: tempfile::TempDir,
+}
+
+/// Starts a store in a fresh temp dir.
+pub async fn store() -> Store {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = KuraConfig::new(dir.path());
+    config.arbiters = 2;
+    // These tests check application behaviour, not durability: skip the fsync per write.
+    config.durability = kura_actors::storage::Durability::None;
+    let kura = Kura::start(config).await.expect("store starts");
+    Store { kura, dir }
+}
+
+/// The server's `App` over a `Kura` (an initialized test service).
+#[macro_export]
+macro_rules! app {
+    ($kura:expr) => {
+        actix_web::test::init_service(
+            actix_web::App::new()
+                .app_data(actix_web::web::Data::new(kura::state::AppState {
+                    kura: $kura.clone(),
+                    limits: kura::state::Limits::default(),
+                }))
+                .configure(kura::configure),
+        )
+        .await
+    };
+}
+
+/// Sends a `TestRequest` to an app: `(status, JSON body or Null)`.
+#[macro_export]
+macro_rules! call {
+    ($app:expr, $req:expr) => {
+        $crate::apps_support::read(actix_web::test::call_service($app, $req.to_request()).await)
+            .await
+    };
+}
+
+/// Status and JSON body (Null when empty) of a response.
+pub async fn read<B: MessageBody>(resp: ServiceResponse<B>) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let bytes = test::read_body(resp).await;
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            panic!(
+                "status {status}: body is not JSON: {:?}",
+                String::from_utf8_lossy(&bytes)
+            )
+        })
+    };
+    (status, body)
+}
+
+pub fn get(uri: &str) -> test::TestRequest {
+    test::TestRequest::get().uri(uri)
+}
+
+pub fn post(uri: &str, body: Value) -> test::TestRequest {
+    test::TestRequest::post().uri(uri).set_json(body)
+}
+
+pub fn patch(uri: &str, body: Value) -> test::TestRequest {
+    test::TestRequest::patch().uri(uri).set_json(body)
+}
+
+pub fn delete(uri: &str) -> test::TestRequest {
+    test::TestRequest::delete().uri(uri)
+}
+
+/// A raw body with a JSON content type (for malformed-body tests).
+pub fn post_raw(uri: &str, body: &'static str) -> test::TestRequest {
+    test::TestRequest::post()
+        .uri(uri)
+        .insert_header(("content-type", "application/json"))
+        .set_payload(body)
+}
+
+/// Asserts the contract's error shape and status, returning the code.
+pub fn assert_error(status: u16, body: &Value, expected: u16) -> String {
+    assert_eq!(status, expected, "body: {body}");
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error.code in {body}"));
+    assert!(
+        body["error"]["message"].is_string(),
+        "no error.message in {body}"
+    );
+    code.to_string()
+}
+
+/// Index of the only salt bucket whose read count moved between two activity snapshots.
+pub fn buckets_read(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<usize> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter(|(_, (b, a))| a.0 != b.0)
+        .map(|(i, _)| i)
+        .collect()
+}
