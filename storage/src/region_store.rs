@@ -198,6 +198,18 @@ fn parse_id(name: &str, ext: &str) -> Option<u64> {
         .and_then(|s| s.parse().ok())
 }
 
+fn segment_records(segments: &[Arc<Segment>]) -> Vec<SegmentRecord> {
+    segments
+        .iter()
+        .map(|s| SegmentRecord {
+            id: s.id,
+            entries: s.info.entries,
+            max_seq: s.info.max_seq,
+            file_bytes: s.info.file_bytes,
+        })
+        .collect()
+}
+
 fn lossy_column(family: &[u8], qualifier: &[u8]) -> String {
     format!(
         "{}:{}",
@@ -533,6 +545,7 @@ impl RegionStore {
         let strict = options.recovery == RecoveryMode::Strict;
         let mut active: Option<(u64, u64)> = None;
         let mut stopped = false;
+        let mut file_ids = m.next_file.max(max_id + 1);
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
             if stopped {
@@ -545,6 +558,30 @@ impl RegionStore {
                 apply_record(&mut memtable, &rec)?;
                 next_seq = next_seq.max(rec.seq + rec.cells.len() as u64);
                 clock.observe(rec.clock);
+                if memtable.bytes() > options.memtable_budget {
+                    // Keep memory bounded while replaying a long log: spill to a segment. The
+                    // manifest keeps pointing at this log, so a crash now replays it again
+                    // over the segment, which is harmless (identical entries, same seq).
+                    let id = file_ids;
+                    file_ids += 1;
+                    let full = std::mem::take(&mut memtable);
+                    let seg = write_segment(&*fs, dir, id, &mut |w| {
+                        let mut it = full.iter_all();
+                        while let Some(e) = it.next_entry()? {
+                            w.add(&e)?;
+                        }
+                        Ok(())
+                    })?;
+                    segments.extend(seg.map(Arc::new));
+                    let spilled = Manifest {
+                        next_file: file_ids,
+                        segments: segment_records(&segments),
+                        last_seq: next_seq.saturating_sub(1),
+                        clock: clock.persisted(),
+                        ..m.clone()
+                    };
+                    manifest::write(&*fs, dir, &spilled)?;
+                }
                 Ok(())
             })?;
             report.log_records_replayed += out.records;
@@ -573,7 +610,7 @@ impl RegionStore {
             active = Some((n, out.valid_len));
         }
 
-        let next_file = AtomicU64::new(m.next_file.max(max_id + 1));
+        let next_file = AtomicU64::new(file_ids);
         let log = match active {
             Some((n, len)) if len >= log::LOG_HEADER_LEN => {
                 LogWriter::open(&*fs, &log_path(dir, n), n, len)?
@@ -643,15 +680,7 @@ impl RegionStore {
         let m = Manifest {
             next_file: self.next_file.load(Ordering::SeqCst),
             log_number,
-            segments: segments
-                .iter()
-                .map(|s| SegmentRecord {
-                    id: s.id,
-                    entries: s.info.entries,
-                    max_seq: s.info.max_seq,
-                    file_bytes: s.info.file_bytes,
-                })
-                .collect(),
+            segments: segment_records(segments),
             families: self.families.iter().map(FamilyRecord::from).collect(),
             family_floors: self.floors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             last_seq: self.next_seq.saturating_sub(1),

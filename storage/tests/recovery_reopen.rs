@@ -131,3 +131,34 @@ fn exported_rows_open_as_a_store_with_markers_and_versions() {
         vec![c("cf:q", 2, "new"), c("cf:q", 1, "old")]
     );
 }
+
+#[test]
+fn replaying_a_log_larger_than_the_memtable_budget_spills_to_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = open(dir.path());
+        for i in 0..500 {
+            mutate(
+                &mut s,
+                &format!("r{i:04}"),
+                vec![put("one", "q", Some(1), &"x".repeat(100))],
+            );
+        }
+    }
+    let mut opts = StoreOptions::new(families());
+    opts.memtable_budget = 8 << 10;
+    let (s, report) = RegionStore::open(dir.path(), opts.clone()).unwrap();
+    assert_eq!(report.log_records_replayed, 500);
+    assert!(s.stats().segments >= 1, "replay spilled to segments");
+    assert!(s.stats().memtable_bytes <= 8 << 10);
+    drop(s);
+    let (s, _) = RegionStore::open(dir.path(), opts).unwrap();
+    let page = s.scan(
+        &ScanSpec::all(),
+        ScanLimits {
+            max_rows: 1000,
+            max_bytes: usize::MAX,
+        },
+    );
+    assert_eq!(page.unwrap().rows.len(), 500);
+}
