@@ -42,12 +42,6 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn parse_list(s: &str) -> std::result::Result<Vec<u32>, String> {
-    s.split(',')
-        .map(|x| x.trim().parse::<u32>().map_err(|e| format!("`{x}`: {e}")))
-        .collect()
-}
-
 /// What `--sweep` varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SweepKind {
@@ -138,10 +132,10 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub sweep: Option<SweepKind>,
     /// Region counts of the sweep.
-    #[arg(long, value_parser = parse_list, default_value = "1,2,4,8,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub sweep_regions: Vec<u32>,
     /// Arbiter counts of the sweep (with --spawn-server).
-    #[arg(long, value_parser = parse_list, default_value = "1,2")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub sweep_arbiters: Vec<u32>,
     /// Start this server binary on a free port with a temporary data dir instead of --target.
     #[arg(long)]
