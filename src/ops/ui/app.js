@@ -401,8 +401,10 @@
     }
     const body = $("#region-table tbody");
     // Keep a split input the user is typing in.
-    const typing = document.activeElement && document.activeElement.closest && document.activeElement.closest("#region-table");
-    if (typing) return;
+    const focused = document.activeElement;
+    const typing = focused && focused.tagName === "INPUT" && focused.value !== "" && focused.closest("#region-table");
+    if (typing && !state.forceRender) return;
+    state.forceRender = false;
     body.replaceChildren();
     for (const r of data.regions) {
       const rate = state.regionRates[r.id] || { r: 0, w: 0 };
@@ -502,6 +504,7 @@
       return null;
     } finally {
       btn.classList.remove("busy");
+      state.forceRender = true;
       if (state.tab === "regions") pollRegions();
     }
   }
