@@ -303,3 +303,62 @@ async fn bad_input_is_a_400_with_the_error_body() {
 fn test_put(uri: &str) -> actix_web::test::TestRequest {
     actix_web::test::TestRequest::put().uri(uri)
 }
+
+#[actix_web::test]
+async fn concurrent_updates_and_deletes_leave_both_lists_equal_to_the_article() {
+    let s = store().await;
+    let app = app!(s.kura);
+    for round in 0..12u64 {
+        let (status, a) = call!(
+            &app,
+            post(
+                "/apps/blog/users/3/articles",
+                json!({"title": "t", "content": "c", "category_id": 4})
+            )
+        );
+        assert_eq!(status, 201);
+        let id = a["article_id"].as_u64().expect("article_id");
+        let uri = format!("/apps/blog/users/3/articles/{id}");
+        let results = futures::future::join_all((0..32).map(|i| {
+            let (app, uri) = (&app, uri.clone());
+            async move {
+                if round % 2 == 1 && i % 13 == 6 {
+                    call!(app, delete(&uri)).0
+                } else {
+                    call!(app, patch(&uri, json!({"title": format!("{round}-{i}")}))).0
+                }
+            }
+        }))
+        .await;
+        assert!(
+            results.iter().all(|st| [200, 204, 404].contains(st)),
+            "{results:?}"
+        );
+        let (status, got) = call!(&app, get(&uri));
+        for list in [
+            "/apps/blog/users/3/articles?limit=1000",
+            "/apps/blog/users/3/articles?category_id=4&limit=1000",
+        ] {
+            let (_, page) = call!(&app, get(list));
+            let entry: Vec<&Value> = page["articles"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|x| x["article_id"] == id)
+                .collect();
+            if status == 200 {
+                assert_eq!(
+                    entry,
+                    vec![&got],
+                    "round {round}: {list} shows the article as stored"
+                );
+            } else {
+                assert_eq!(status, 404);
+                assert!(
+                    entry.is_empty(),
+                    "round {round}: {list} still lists a deleted article"
+                );
+            }
+        }
+    }
+}

@@ -142,7 +142,7 @@ async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpRes
     let offset = usize::try_from(request::query_u64(&q, "offset", 0)?)
         .map_err(|_| AppError::bad("offset is too large"))?;
     let prefix = user_prefix(user, ACTION);
-    let low = match q.get("after") {
+    let low = match q.get("after").filter(|c| !c.is_empty()) {
         None => Bound::Included(prefix.clone()),
         Some(after) => {
             let key = cursor::decode(after, &prefix)?;

@@ -360,7 +360,7 @@ async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpRes
             category_prefix(user, c)
         }
     };
-    let low = match q.get("after") {
+    let low = match q.get("after").filter(|c| !c.is_empty()) {
         None => Bound::Included(prefix.clone()),
         Some(after) => {
             let key = cursor::decode(after, &prefix)?;

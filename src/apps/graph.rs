@@ -802,7 +802,7 @@ async fn adjacency(state: web::Data<AppState>, req: HttpRequest) -> AppResult<Ht
     let limit = request::limit(&q)?;
     let prefix = list_prefix(&id, dir, rel_type);
     let node_prefix_len = node_index_prefix(&id).len();
-    let low = match q.get("after") {
+    let low = match q.get("after").filter(|c| !c.is_empty()) {
         None => Bound::Included(prefix.clone()),
         Some(after) => {
             let key = cursor::decode(after, &prefix)?;
