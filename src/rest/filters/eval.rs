@@ -273,7 +273,7 @@ fn same_column(a: &Cell, b: &Cell) -> bool {
 impl Filter {
     /// True when, once the row key passes, every cell passes untouched: the row's cells need
     /// not be walked at all.
-    fn is_key_only(&self) -> bool {
+    pub(super) fn is_key_only(&self) -> bool {
         match self {
             Filter::Prefix(_)
             | Filter::Row(..)

@@ -41,8 +41,9 @@
 //! 4. Filters never fail at evaluation time: every error is found when parsing.
 //!
 //! # Deviations from HBase (row-level evaluation, no state across rows)
-//! 1. Filters see the versions the read returns (HBase filters see every version in the time
-//!    range before `maxVersions` is applied).
+//! 1. Filters see the versions the read returns. HBase filters see every version in the time
+//!    range before `maxVersions` is applied; [`VersionCapped`] restores that when the caller
+//!    reads every version.
 //! 2. `PageFilter` accepts every row; the caller enforces the limit ([`Filter::page_limit`])
 //!    over the whole scan, where HBase counts per region. Nested under `MUST_PASS_ONE`, `SKIP` or
 //!    `WHILE` it is ignored.
@@ -481,6 +482,12 @@ impl Filter {
         }
     }
 
+    /// True when the filter looks at cells, so that which versions it sees changes its answer;
+    /// see [`VersionCapped`]. False for filters that only judge row keys.
+    pub fn needs_all_versions(&self) -> bool {
+        !self.is_key_only()
+    }
+
     /// The HBase class name of this filter, for messages.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -510,6 +517,59 @@ impl Filter {
             Filter::WhileMatch(_) => "WhileMatchFilter",
             Filter::List(..) => "FilterList",
         }
+    }
+}
+
+/// A filter applied before a read's version limit, as HBase does (its filters see every version
+/// in the time range; `maxVersions` then counts the versions the filter included).
+///
+/// Use: when [`Filter::needs_all_versions`] is true, read with the largest version count the
+/// families allow and pass `VersionCapped::new(filter, requested_versions)` to the store. E.g.
+/// `ValueFilter(=, 'binary:old')` with `v=1` then returns the older version holding `old`,
+/// and `TimestampsFilter` finds versions older than the newest.
+#[derive(Debug)]
+pub struct VersionCapped {
+    filter: Filter,
+    max_versions: usize,
+}
+
+impl VersionCapped {
+    /// Wraps `filter`; at least one version per column is kept.
+    pub fn new(filter: Filter, max_versions: u32) -> VersionCapped {
+        let max_versions = usize::try_from(max_versions.max(1)).unwrap_or(usize::MAX);
+        VersionCapped {
+            filter,
+            max_versions,
+        }
+    }
+
+    /// The wrapped filter.
+    pub fn filter(&self) -> &Filter {
+        &self.filter
+    }
+}
+
+impl RowFilter for VersionCapped {
+    fn accept_key(&self, row: &[u8]) -> bool {
+        self.filter.accept_key(row)
+    }
+
+    fn accept_row(&self, row: &[u8], cells: &mut Vec<Cell>) -> bool {
+        if !self.filter.accept_row(row, cells) {
+            return false;
+        }
+        // Cells are newest first within a column: keep the first `max_versions` of each.
+        let mut seen = 0usize;
+        let mut keep = Vec::with_capacity(cells.len());
+        for (i, c) in cells.iter().enumerate() {
+            let same =
+                i > 0 && cells[i - 1].family == c.family && cells[i - 1].qualifier == c.qualifier;
+            seen = if same { seen + 1 } else { 1 };
+            keep.push(seen <= self.max_versions);
+        }
+        let mut flags = keep.into_iter();
+        cells.retain(|_| flags.next().unwrap_or(false));
+        !cells.is_empty()
     }
 }
 

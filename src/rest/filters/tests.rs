@@ -745,6 +745,24 @@ fn key_only_filter_after_a_value_filter_still_tests_the_real_value() {
 }
 
 #[test]
+fn version_capped_filters_see_older_versions_then_cap() {
+    let t = small_table();
+    let f = VersionCapped::new(lang("ValueFilter(=, 'binary:old')"), 1);
+    assert!(f.filter().needs_all_versions());
+    let mut cells = t[0].cells.clone();
+    assert!(f.accept_row(&t[0].key, &mut cells));
+    assert_eq!(cells, vec![cell("cf", "a", 10, "old")]);
+    let f = VersionCapped::new(lang("KeyOnlyFilter()"), 1);
+    let mut cells = t[0].cells.clone();
+    assert!(f.accept_row(&t[0].key, &mut cells));
+    assert_eq!(
+        cells.iter().map(|c| c.timestamp).collect::<Vec<_>>(),
+        vec![20, 20, 20]
+    );
+    assert!(!lang("PrefixFilter('r') AND InclusiveStopFilter('z')").needs_all_versions());
+}
+
+#[test]
 fn page_limit_is_found_at_the_top_and_in_and_lists_only() {
     assert_eq!(lang("PageFilter(3)").page_limit(), Some(3));
     assert_eq!(
