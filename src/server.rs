@@ -64,11 +64,15 @@ pub async fn require_bearer(
 }
 
 /// Middleware: turns a panic inside the handler into a 500 answer.
+///
+/// It must not keep a clone of the `HttpRequest` while the inner service runs: actix's router
+/// takes the request's path parameters through `Rc::get_mut`, which panics on a shared request.
+/// So a panic is answered with an `Err`, which actix renders through `ApiError`'s
+/// `ResponseError` implementation.
 pub async fn catch_panic(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
-    let http_req = req.request().clone();
     let path = req.path().to_string();
     match AssertUnwindSafe(async move { next.call(req).await })
         .catch_unwind()
@@ -78,8 +82,7 @@ pub async fn catch_panic(
         Ok(Err(e)) => Err(e),
         Err(_) => {
             tracing::error!(%path, "handler panicked; answering 500");
-            let resp = ApiError::Internal("the handler panicked".into()).error_response();
-            Ok(ServiceResponse::new(http_req, resp))
+            Err(ApiError::Internal("the handler panicked".into()).into())
         }
     }
 }
