@@ -1178,3 +1178,102 @@ proptest! {
         }
     }
 }
+
+/// Well-formed filter strings over a small vocabulary, nested with AND, OR, SKIP and WHILE.
+fn filter_strategy() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("PrefixFilter('r1')"),
+        Just("RowFilter(<=, 'binary:r2')"),
+        Just("RowFilter(=, 'regexstring:r[13]')"),
+        Just("ValueFilter(=, 'binary:v1')"),
+        Just("ValueFilter(=, 'substring:V2')"),
+        Just("QualifierFilter(!=, 'binary:b')"),
+        Just("FamilyFilter(=, 'binary:g')"),
+        Just("ColumnPrefixFilter('b')"),
+        Just("MultipleColumnPrefixFilter('a', 'c')"),
+        Just("ColumnRangeFilter('b', true, 'c', false)"),
+        Just("FirstKeyOnlyFilter()"),
+        Just("KeyOnlyFilter()"),
+        Just("KeyOnlyFilter(true)"),
+        Just("PageFilter(2)"),
+        Just("InclusiveStopFilter('r2')"),
+        Just("TimestampsFilter(1, 3)"),
+        Just("ColumnCountGetFilter(1)"),
+        Just("ColumnPaginationFilter(1, 1)"),
+        Just("SingleColumnValueFilter('f', 'a', =, 'binary:v1')"),
+        Just("SingleColumnValueExcludeFilter('f', 'a', =, 'binary:v1', true, false)"),
+        Just("DependentColumnFilter('f', 'a')"),
+        Just("ColumnValueFilter('f', 'b', =, 'binary:v2')"),
+    ]
+    .prop_map(str::to_string);
+    leaf.prop_recursive(4, 24, 3, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} AND {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} OR {b})")),
+            inner.clone().prop_map(|a| format!("SKIP {a}")),
+            inner.prop_map(|a| format!("WHILE {a}")),
+        ]
+    })
+}
+
+/// A row of cells over families f, g; qualifiers a, b, c; timestamps 1..3; values v1, v2.
+fn row_strategy() -> impl Strategy<Value = TestRow> {
+    let key = prop_oneof![Just("r1"), Just("r2"), Just("r3")];
+    let one = (
+        prop_oneof![Just("f"), Just("g")],
+        prop_oneof![Just("a"), Just("b"), Just("c")],
+        1i64..4,
+        prop_oneof![Just("v1"), Just("v2")],
+    );
+    (key, proptest::collection::vec(one, 1..10)).prop_map(|(k, cells)| {
+        let mut r = row(
+            k,
+            cells
+                .into_iter()
+                .map(|(f, q, ts, v)| cell(f, q, ts, v))
+                .collect(),
+        );
+        r.cells.dedup_by(|a, b| {
+            a.family == b.family && a.qualifier == b.qualifier && a.timestamp == b.timestamp
+        });
+        r
+    })
+}
+
+fn cell_id(c: &Cell) -> (Vec<u8>, Vec<u8>, i64) {
+    (c.family.clone(), c.qualifier.clone(), c.timestamp)
+}
+
+proptest! {
+    #[test]
+    fn evaluation_only_removes_cells_and_agrees_with_accept_key(
+        text in filter_strategy(),
+        r in row_strategy(),
+    ) {
+        let f = parse_filter_language(&text).map_err(TestCaseError::fail)?;
+        let mut cells = r.cells.clone();
+        let accepted = f.accept_row(&r.key, &mut cells);
+        if !f.accept_key(&r.key) {
+            prop_assert!(!accepted, "{text}: key rejected but row accepted");
+        }
+        if accepted {
+            // The result is a subsequence of the input (same keys, same order).
+            let ids: Vec<_> = r.cells.iter().map(cell_id).collect();
+            let mut pos = 0;
+            for c in &cells {
+                let id = cell_id(c);
+                match ids[pos..].iter().position(|x| *x == id) {
+                    Some(p) => pos += p + 1,
+                    None => prop_assert!(false, "{text}: {c:?} not in order in the input"),
+                }
+            }
+            prop_assert!(!cells.is_empty());
+        }
+        // A filter holds no state between rows: the same row gets the same answer.
+        let mut again = r.cells.clone();
+        prop_assert_eq!(f.accept_row(&r.key, &mut again), accepted);
+        if accepted {
+            prop_assert_eq!(again, cells);
+        }
+    }
+}
