@@ -11,13 +11,27 @@ async fn check_put_writes_every_cell_only_when_the_check_passes() {
     c.create_table("t", &["cf"], 1).await;
     c.put_cell("t", "r", "cf:a", None, "old").await;
     // Pass: cf:a == "old" → cf:a=new and cf:b=extra written together.
-    let body = cellset(&[("r", &[("cf:a", None, "new"), ("cf:b", None, "extra"), ("cf:a", None, "old")])]);
+    let body = cellset(&[(
+        "r",
+        &[
+            ("cf:a", None, "new"),
+            ("cf:b", None, "extra"),
+            ("cf:a", None, "old"),
+        ],
+    )]);
     let r = c.put_json("/t/r?check=put", &body).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(c.get("/t/r/cf:a", "").await.body, b"new");
     assert_eq!(c.get("/t/r/cf:b", "").await.body, b"extra");
     // Fail: 304 and nothing changes.
-    let body = cellset(&[("r", &[("cf:a", None, "newer"), ("cf:b", None, "no"), ("cf:a", None, "old")])]);
+    let body = cellset(&[(
+        "r",
+        &[
+            ("cf:a", None, "newer"),
+            ("cf:b", None, "no"),
+            ("cf:a", None, "old"),
+        ],
+    )]);
     let r = c.post_json("/t/r?check=put", &body).await;
     assert_eq!(r.status, 304);
     assert_eq!(c.get("/t/r/cf:a", "").await.body, b"new");
@@ -44,13 +58,19 @@ async fn malformed_checks_are_400_and_missing_families_404() {
     let r = c.put_json("/t/r?check=put", &mismatch).await;
     assert_eq!(r.status, 400);
     assert!(r.text().contains("do not match"), "{}", r.text());
-    let two_rows = cellset(&[("r", &[("cf:a", None, "x"), ("cf:a", None, "")]), ("s", &[])]);
+    let two_rows = cellset(&[
+        ("r", &[("cf:a", None, "x"), ("cf:a", None, "")]),
+        ("s", &[]),
+    ]);
     assert_eq!(c.put_json("/t/r?check=put", &two_rows).await.status, 400);
     let r = c.put_json("/t/r?check=bogus", &one).await;
     assert_eq!(r.status, 400);
     assert!(r.text().contains("Invalid check value"), "{}", r.text());
     let family_check = cellset(&[("r", &[("cf", None, "")])]);
-    assert_eq!(c.put_json("/t/r?check=delete", &family_check).await.status, 400);
+    assert_eq!(
+        c.put_json("/t/r?check=delete", &family_check).await.status,
+        400
+    );
     let nofam = cellset(&[("r", &[("nofam:a", None, "")])]);
     assert_eq!(c.put_json("/t/r?check=delete", &nofam).await.status, 404);
     assert_eq!(c.put_json("/nope/r?check=put", &mismatch).await.status, 404);
@@ -81,7 +101,14 @@ async fn check_delete_extra_cells_delete_versions_and_families() {
     c.put_cell("t", "r", "cf:chk", Some(1), "go").await;
     c.put_cell("t", "r", "g:x", Some(5), "gx").await;
     // Extra cells: cf:a at ts 2 (that one version) and family g (<= 9); check cf:chk == go.
-    let body = cellset(&[("r", &[("cf:a", Some(2), ""), ("g", Some(9), ""), ("cf:chk", None, "go")])]);
+    let body = cellset(&[(
+        "r",
+        &[
+            ("cf:a", Some(2), ""),
+            ("g", Some(9), ""),
+            ("cf:chk", None, "go"),
+        ],
+    )]);
     let r = c.put_json("/t/r?check=delete", &body).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let cells = cells_of(&c.get_json("/t/r?v=3").await.json());
@@ -118,13 +145,19 @@ async fn check_append_concatenates_and_returns_new_values_with_rr() {
         .req(
             Method::PUT,
             "/t/r?check=append&rr=true",
-            &[("Content-Type", "application/json"), ("Accept", "application/json")],
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json"),
+            ],
             body.to_string(),
         )
         .await;
     assert_eq!(r.status, 200);
     let cells = cells_of(&r.json());
-    assert_eq!((cells[0].1.as_str(), cells[0].3.as_str()), ("cf:s", "abcdef!"));
+    assert_eq!(
+        (cells[0].1.as_str(), cells[0].3.as_str()),
+        ("cf:s", "abcdef!")
+    );
 }
 
 #[actix_web::test]
@@ -139,7 +172,10 @@ async fn check_increment_adds_decimal_amounts_to_8_byte_counters() {
         .req(
             Method::POST,
             "/t/r?check=increment&rr=true",
-            &[("Content-Type", "application/json"), ("Accept", "application/json")],
+            &[
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json"),
+            ],
             six.to_string(),
         )
         .await;

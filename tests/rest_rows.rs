@@ -9,7 +9,10 @@ use rest_support::*;
 async fn json_put_then_get_returns_cells_in_hbase_order() {
     let c = client().await;
     c.create_table("t", &["cf"], 3).await;
-    let body = cellset(&[("row1", &[("cf:b", Some(10), "vb"), ("cf:a", Some(10), "va")])]);
+    let body = cellset(&[(
+        "row1",
+        &[("cf:b", Some(10), "vb"), ("cf:a", Some(10), "va")],
+    )]);
     let r = c.put_json("/t/fakerow", &body).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = c.get_json("/t/row1").await;
@@ -46,10 +49,13 @@ async fn missing_key_and_column_fall_back_to_the_url() {
     let r = c.put_json("/t/urlrow/cf:a,cf:b", &body).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let cells = cells_of(&c.get_json("/t/urlrow").await.json());
-    assert_eq!(cells.iter().map(|c| (c.1.as_str(), c.3.as_str())).collect::<Vec<_>>(), vec![
-        ("cf:a", "x"),
-        ("cf:b", "y")
-    ]);
+    assert_eq!(
+        cells
+            .iter()
+            .map(|c| (c.1.as_str(), c.3.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("cf:a", "x"), ("cf:b", "y")]
+    );
     // No column anywhere: a 400 that says so.
     let body = serde_json::json!({"Row":[{"key": b64("r"), "Cell":[{"$": b64("x")}]}]});
     let r = c.put_json("/t/r", &body).await;
@@ -92,7 +98,10 @@ async fn binary_put_and_get_carry_x_timestamp() {
         .req(
             Method::PUT,
             "/t/brow/cf:bin",
-            &[("Content-Type", "application/octet-stream"), ("X-Timestamp", "1234")],
+            &[
+                ("Content-Type", "application/octet-stream"),
+                ("X-Timestamp", "1234"),
+            ],
             vec![0u8, 1, 2, 255],
         )
         .await;
@@ -100,7 +109,10 @@ async fn binary_put_and_get_carry_x_timestamp() {
     for accept in ["", "*/*", "application/octet-stream"] {
         let r = c.get("/t/brow/cf:bin", accept).await;
         assert_eq!(r.status, 200, "accept {accept:?}");
-        assert_eq!(r.content_type().as_deref(), Some("application/octet-stream"));
+        assert_eq!(
+            r.content_type().as_deref(),
+            Some("application/octet-stream")
+        );
         assert_eq!(r.header("x-timestamp").as_deref(), Some("1234"));
         assert_eq!(r.body, vec![0u8, 1, 2, 255]);
     }
@@ -113,7 +125,11 @@ async fn binary_put_and_get_carry_x_timestamp() {
         .req(
             Method::POST,
             "/t/ignored/cf:ignored",
-            &[("Content-Type", "application/octet-stream"), ("X-Row", "xr"), ("X-Column", "cf:xc")],
+            &[
+                ("Content-Type", "application/octet-stream"),
+                ("X-Row", "xr"),
+                ("X-Column", "cf:xc"),
+            ],
             "hdr",
         )
         .await;
@@ -126,19 +142,29 @@ async fn versions_and_time_ranges_follow_the_rowspec() {
     let c = client().await;
     c.create_table("t", &["cf"], 5).await;
     for ts in [100, 200, 300] {
-        c.put_cell("t", "r", "cf:a", Some(ts), &format!("v{ts}")).await;
+        c.put_cell("t", "r", "cf:a", Some(ts), &format!("v{ts}"))
+            .await;
     }
     let ts_of = |v: &serde_json::Value| cells_of(v).iter().map(|c| c.2).collect::<Vec<_>>();
     assert_eq!(ts_of(&c.get_json("/t/r/cf:a").await.json()), vec![300]);
-    assert_eq!(ts_of(&c.get_json("/t/r/cf:a?v=5").await.json()), vec![300, 200, 100]);
+    assert_eq!(
+        ts_of(&c.get_json("/t/r/cf:a?v=5").await.json()),
+        vec![300, 200, 100]
+    );
     // One timestamp reads [0, ts): the newest version strictly older than ts (spec §1.6).
     assert_eq!(ts_of(&c.get_json("/t/r/cf:a/300").await.json()), vec![200]);
     assert_eq!(ts_of(&c.get_json("/t/r/cf:a/301").await.json()), vec![300]);
     assert_eq!(c.get_json("/t/r/cf:a/100").await.status, 404);
     // A range is [t1, t2).
-    assert_eq!(ts_of(&c.get_json("/t/r/cf:a/100,300?v=5").await.json()), vec![200, 100]);
+    assert_eq!(
+        ts_of(&c.get_json("/t/r/cf:a/100,300?v=5").await.json()),
+        vec![200, 100]
+    );
     // starbase's form: trailing slash after the range.
-    assert_eq!(ts_of(&c.get_json("/t/r/cf/200,301/?v=3").await.json()), vec![300, 200]);
+    assert_eq!(
+        ts_of(&c.get_json("/t/r/cf/200,301/?v=3").await.json()),
+        vec![300, 200]
+    );
     let r = c.get_json("/t/r/cf:a/notanumber").await;
     assert_eq!(r.status, 400);
     let r = c.get_json("/t/r/cf:a?v=0").await;
@@ -154,9 +180,18 @@ async fn family_and_empty_qualifier_columns_are_distinct() {
     c.put_cell("t", "r", "g:y", Some(1), "y").await;
     let cols = |v: serde_json::Value| cells_of(&v).into_iter().map(|c| c.1).collect::<Vec<_>>();
     assert_eq!(cols(c.get_json("/t/r/cf:").await.json()), vec!["cf:"]);
-    assert_eq!(cols(c.get_json("/t/r/cf").await.json()), vec!["cf:", "cf:x"]);
-    assert_eq!(cols(c.get_json("/t/r/cf:x,g").await.json()), vec!["cf:x", "g:y"]);
-    assert_eq!(cols(c.get_json("/t/r").await.json()), vec!["cf:", "cf:x", "g:y"]);
+    assert_eq!(
+        cols(c.get_json("/t/r/cf").await.json()),
+        vec!["cf:", "cf:x"]
+    );
+    assert_eq!(
+        cols(c.get_json("/t/r/cf:x,g").await.json()),
+        vec!["cf:x", "g:y"]
+    );
+    assert_eq!(
+        cols(c.get_json("/t/r").await.json()),
+        vec!["cf:", "cf:x", "g:y"]
+    );
 }
 
 #[actix_web::test]
@@ -165,7 +200,9 @@ async fn url_encoded_keys_are_split_before_decoding() {
     c.create_table("t", &["cf"], 1).await;
     let key = "http://example.com/foo,bar baz";
     c.put_cell("t", key, "cf:a", Some(1), "v").await;
-    let r = c.get_json("/t/http%3A%2F%2Fexample.com%2Ffoo%2Cbar+baz/cf:a").await;
+    let r = c
+        .get_json("/t/http%3A%2F%2Fexample.com%2Ffoo%2Cbar+baz/cf:a")
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(cells_of(&r.json())[0].0, key);
 }
@@ -177,7 +214,9 @@ async fn base64_url_encoding_of_keys_and_columns() {
     let c = client().await;
     c.create_table("t", &["cf"], 1).await;
     c.put_cell("t", "k/ey?", "cf:q", Some(1), "v").await;
-    let r = c.get_json(&format!("/t/{}/{}?e=b64", url("k/ey?"), url("cf:q"))).await;
+    let r = c
+        .get_json(&format!("/t/{}/{}?e=b64", url("k/ey?"), url("cf:q")))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = c
         .req(
@@ -215,11 +254,17 @@ async fn missing_table_family_row_and_column_are_404() {
     assert_eq!(c.get_json("/t/r/nofam:a").await.status, 404);
     assert_eq!(c.get_json("/t/missing").await.status, 404);
     assert_eq!(c.get_json("/t/r/cf:b").await.status, 404);
-    let r = c.put_json("/t/r", &cellset(&[("r", &[("doesnot:exist", None, "v")])])).await;
+    let r = c
+        .put_json("/t/r", &cellset(&[("r", &[("doesnot:exist", None, "v")])]))
+        .await;
     assert_eq!(r.status, 404);
-    let r = c.put_json("/nope/r", &cellset(&[("r", &[("cf:a", None, "v")])])).await;
+    let r = c
+        .put_json("/nope/r", &cellset(&[("r", &[("cf:a", None, "v")])]))
+        .await;
     assert_eq!(r.status, 404);
-    let r = c.put_json("/t/r", &cellset(&[("r", &[("cfnocolon", None, "v")])])).await;
+    let r = c
+        .put_json("/t/r", &cellset(&[("r", &[("cfnocolon", None, "v")])]))
+        .await;
     assert_eq!(r.status, 400);
     let r = c.get("/t/r", "text/plain").await;
     assert_eq!(r.status, 406);
@@ -237,11 +282,17 @@ async fn deletes_mask_older_versions_even_when_put_later() {
     // Column delete at ts 20 removes versions <= 20 only.
     assert_eq!(c.delete("/t/r/cf:a/20").await.status, 200);
     let r = c.get_json("/t/r/cf:a?v=5").await;
-    assert_eq!(cells_of(&r.json()).iter().map(|c| c.2).collect::<Vec<_>>(), vec![30]);
+    assert_eq!(
+        cells_of(&r.json()).iter().map(|c| c.2).collect::<Vec<_>>(),
+        vec![30]
+    );
     // A later put with an older timestamp stays masked.
     c.put_cell("t", "r", "cf:a", Some(15), "late").await;
     let r = c.get_json("/t/r/cf:a?v=5").await;
-    assert_eq!(cells_of(&r.json()).iter().map(|c| c.2).collect::<Vec<_>>(), vec![30]);
+    assert_eq!(
+        cells_of(&r.json()).iter().map(|c| c.2).collect::<Vec<_>>(),
+        vec![30]
+    );
     // Family delete.
     assert_eq!(c.delete("/t/r/g").await.status, 200);
     assert_eq!(c.get_json("/t/r/g").await.status, 404);

@@ -13,7 +13,11 @@ async fn table_list_in_text_json_and_xml() {
     let r = c.get("/", "").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.content_type().as_deref(), Some("text/plain"));
-    assert!(r.text().contains("alpha\n") && r.text().contains("beta\n"), "{}", r.text());
+    assert!(
+        r.text().contains("alpha\n") && r.text().contains("beta\n"),
+        "{}",
+        r.text()
+    );
     let names: Vec<String> = c.get_json("/").await.json()["table"]
         .as_array()
         .expect("table array")
@@ -23,7 +27,11 @@ async fn table_list_in_text_json_and_xml() {
     assert!(names.contains(&"alpha".to_string()) && names.contains(&"beta".to_string()));
     let r = c.get("/", "text/xml").await;
     assert_eq!(r.content_type().as_deref(), Some("text/xml"));
-    assert!(r.text().contains(r#"<table name="alpha"/>"#), "{}", r.text());
+    assert!(
+        r.text().contains(r#"<table name="alpha"/>"#),
+        "{}",
+        r.text()
+    );
 }
 
 #[actix_web::test]
@@ -31,11 +39,21 @@ async fn versions_and_cluster_status() {
     let c = client().await;
     let r = c.get_json("/version").await;
     assert_eq!(r.json()["REST"], "0.0.3");
-    assert!(c.get("/version/rest", "").await.text().starts_with("rest 0.0.3"));
+    assert!(c
+        .get("/version/rest", "")
+        .await
+        .text()
+        .starts_with("rest 0.0.3"));
     let r = c.get_json("/version/cluster").await;
-    assert!(r.json()["Version"].as_str().is_some_and(|v| v.starts_with('2')));
+    assert!(r.json()["Version"]
+        .as_str()
+        .is_some_and(|v| v.starts_with('2')));
     let r = c.get("/version/cluster", "text/xml").await;
-    assert!(r.text().contains("<ClusterVersion Version="), "{}", r.text());
+    assert!(
+        r.text().contains("<ClusterVersion Version="),
+        "{}",
+        r.text()
+    );
     c.create_table("t", &["cf"], 1).await;
     let r = c.get_json("/status/cluster").await;
     assert_eq!(r.status, 200);
@@ -50,22 +68,40 @@ async fn versions_and_cluster_status() {
 async fn namespaces_list_default_and_hbase() {
     let c = client().await;
     c.create_table("t", &["cf"], 1).await;
-    assert_eq!(c.get_json("/namespaces").await.json(), serde_json::json!({"Namespace":["default","hbase"]}));
+    assert_eq!(
+        c.get_json("/namespaces").await.json(),
+        serde_json::json!({"Namespace":["default","hbase"]})
+    );
     assert_eq!(c.get_json("/namespaces/default").await.status, 200);
     assert_eq!(c.get_json("/namespaces/nope").await.status, 404);
     let r = c.get_json("/namespaces/default/tables").await;
     assert_eq!(r.json()["table"][0]["name"], "t");
-    assert_eq!(c.get_json("/namespaces/hbase/tables").await.json()["table"], serde_json::json!([]));
-    assert_eq!(c.req(Method::POST, "/namespaces/default", &[], "").await.status, 403);
+    assert_eq!(
+        c.get_json("/namespaces/hbase/tables").await.json()["table"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        c.req(Method::POST, "/namespaces/default", &[], "")
+            .await
+            .status,
+        403
+    );
     assert_eq!(c.delete("/namespaces/other").await.status, 404);
 }
 
 #[actix_web::test]
 async fn schema_create_get_and_defaults() {
     let c = client().await;
-    let r = c.put_json("/t/schema", &serde_json::json!({"name":"t","ColumnSchema":[{"name":"cf"}]})).await;
+    let r = c
+        .put_json(
+            "/t/schema",
+            &serde_json::json!({"name":"t","ColumnSchema":[{"name":"cf"}]}),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
-    assert!(r.header("location").is_some_and(|l| l.starts_with("http") && l.ends_with("/t/schema")));
+    assert!(r
+        .header("location")
+        .is_some_and(|l| l.starts_with("http") && l.ends_with("/t/schema")));
     let v = c.get_json("/t/schema").await.json();
     assert_eq!(v["name"], "t");
     assert_eq!(v["ColumnSchema"][0]["name"], "cf");
@@ -85,20 +121,40 @@ async fn put_schema_replaces_and_post_merges_families() {
     c.create_table("t", &["a", "b"], 1).await;
     c.put_cell("t", "r", "b:q", None, "v").await;
     // POST on an existing table: 200, listed families added or modified, others kept.
-    let r = c.post_json("/t/schema", &serde_json::json!({"ColumnSchema":[{"name":"c"},{"name":"a","VERSIONS":"4"}]})).await;
+    let r = c
+        .post_json(
+            "/t/schema",
+            &serde_json::json!({"ColumnSchema":[{"name":"c"},{"name":"a","VERSIONS":"4"}]}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let v = c.get_json("/t/schema").await.json();
-    let fams: Vec<_> = v["ColumnSchema"].as_array().expect("cols").iter().map(|c| c["name"].as_str().expect("name").to_string()).collect();
+    let fams: Vec<_> = v["ColumnSchema"]
+        .as_array()
+        .expect("cols")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name").to_string())
+        .collect();
     assert_eq!(fams, vec!["a", "b", "c"]);
     assert_eq!(v["ColumnSchema"][0]["VERSIONS"], "4");
     // PUT replaces: families not listed are dropped (201).
-    let r = c.put_json("/t/schema", &serde_json::json!({"ColumnSchema":[{"name":"a"}]})).await;
+    let r = c
+        .put_json(
+            "/t/schema",
+            &serde_json::json!({"ColumnSchema":[{"name":"a"}]}),
+        )
+        .await;
     assert_eq!(r.status, 201, "{}", r.text());
     let v = c.get_json("/t/schema").await.json();
     assert_eq!(v["ColumnSchema"].as_array().map(Vec::len), Some(1));
     assert_eq!(c.get_json("/t/r/b:q").await.status, 404);
     // POST on a missing table creates it: 201.
-    let r = c.post_json("/u/schema", &serde_json::json!({"ColumnSchema":[{"name":"cf"}]})).await;
+    let r = c
+        .post_json(
+            "/u/schema",
+            &serde_json::json!({"ColumnSchema":[{"name":"cf"}]}),
+        )
+        .await;
     assert_eq!(r.status, 201);
 }
 
@@ -135,7 +191,8 @@ async fn schema_attributes_are_kept_and_kura_attributes_honoured() {
     for ts in [now - 3, now - 2, now - 1] {
         c.put_cell("t", "r", "cf:a", Some(ts), "v").await;
     }
-    c.put_cell("t", "old", "cf:a", Some(now - 7_200_000), "expired").await;
+    c.put_cell("t", "old", "cf:a", Some(now - 7_200_000), "expired")
+        .await;
     assert_eq!(c.get_json("/t/old").await.status, 404);
     let r = c.get_json("/t/r/cf:a?v=10").await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -149,7 +206,11 @@ async fn xml_schema_in_and_out() {
     assert_eq!(r.status, 201, "{}", r.text());
     let r = c.get("/x/schema", "text/xml").await;
     assert_eq!(r.content_type().as_deref(), Some("text/xml"));
-    assert!(r.text().contains(r#"<TableSchema name="x""#), "{}", r.text());
+    assert!(
+        r.text().contains(r#"<TableSchema name="x""#),
+        "{}",
+        r.text()
+    );
     assert!(r.text().contains(r#"VERSIONS="3""#), "{}", r.text());
 }
 
@@ -167,21 +228,70 @@ async fn delete_schema_drops_the_table() {
 #[actix_web::test]
 async fn bad_schemas_and_reserved_names_are_400() {
     let c = client().await;
-    for name in ["version", "status", "namespaces", "apps", "admin", "metrics", "healthz", "ui"] {
-        let r = c.put_json(&format!("/{name}/schema"), &serde_json::json!({"ColumnSchema":[{"name":"cf"}]})).await;
-        assert!([400, 403, 404, 405].contains(&r.status), "{name}: {}", r.status);
+    for name in [
+        "version",
+        "status",
+        "namespaces",
+        "apps",
+        "admin",
+        "metrics",
+        "healthz",
+        "ui",
+    ] {
+        let r = c
+            .put_json(
+                &format!("/{name}/schema"),
+                &serde_json::json!({"ColumnSchema":[{"name":"cf"}]}),
+            )
+            .await;
+        assert!(
+            [400, 403, 404, 405].contains(&r.status),
+            "{name}: {}",
+            r.status
+        );
         assert!(c.kura.table(name).is_none(), "{name} became a table");
     }
-    let r = c.put_json("/metrics/schema", &serde_json::json!({"ColumnSchema":[{"name":"cf"}]})).await;
+    let r = c
+        .put_json(
+            "/metrics/schema",
+            &serde_json::json!({"ColumnSchema":[{"name":"cf"}]}),
+        )
+        .await;
     assert_ne!(r.status, 201);
-    let r = c.put_json("/bad%2Fname/schema", &serde_json::json!({"ColumnSchema":[{"name":"cf"}]})).await;
+    let r = c
+        .put_json(
+            "/bad%2Fname/schema",
+            &serde_json::json!({"ColumnSchema":[{"name":"cf"}]}),
+        )
+        .await;
     assert_eq!(r.status, 400);
-    let r = c.put_json("/t/schema", &serde_json::json!({"ColumnSchema":[]})).await;
+    let r = c
+        .put_json("/t/schema", &serde_json::json!({"ColumnSchema":[]}))
+        .await;
     assert_eq!(r.status, 400);
-    let r = c.put_json("/t/schema", &serde_json::json!({"ColumnSchema":[{"name":"cf","VERSIONS":"many"}]})).await;
+    let r = c
+        .put_json(
+            "/t/schema",
+            &serde_json::json!({"ColumnSchema":[{"name":"cf","VERSIONS":"many"}]}),
+        )
+        .await;
     assert_eq!(r.status, 400);
-    let r = c.req(Method::PUT, "/t/schema", &[("Content-Type", "application/json")], "{not json").await;
+    let r = c
+        .req(
+            Method::PUT,
+            "/t/schema",
+            &[("Content-Type", "application/json")],
+            "{not json",
+        )
+        .await;
     assert_eq!(r.status, 400);
-    let r = c.req(Method::PUT, "/t/schema", &[("Content-Type", "application/x-protobuf")], "x").await;
+    let r = c
+        .req(
+            Method::PUT,
+            "/t/schema",
+            &[("Content-Type", "application/x-protobuf")],
+            "x",
+        )
+        .await;
     assert_eq!(r.status, 415);
 }

@@ -22,7 +22,6 @@
 
 pub mod cellset;
 pub mod check;
-#[path = "filter_shim.rs"]
 pub mod filters;
 pub mod media;
 pub mod meta;

@@ -91,17 +91,23 @@ pub fn versions_param(query: &Query, name: &str, default: u32) -> ApiResult<u32>
 #[derive(Debug, Default)]
 pub struct PreparedFilter {
     pub filter: Option<Arc<dyn RowFilter>>,
+    /// A `PageFilter`'s row limit, enforced over the whole scan by the caller.
     pub page_limit: Option<usize>,
+    /// An `InclusiveStopFilter`'s last row, enforced as a scan bound by the caller.
+    pub stop_row: Option<Vec<u8>>,
     strip_to: Option<ColumnSelection>,
 }
 
 impl PreparedFilter {
     /// Wraps `filter`, widening `read.columns` with the filter's extra columns if needed.
-    pub fn new(filter: Option<Filter>, read: &mut ReadSpec) -> Self {
-        let Some(filter) = filter else {
+    /// `reversed` tells direction-aware filters which way the scan walks.
+    pub fn new(filter: Option<Filter>, read: &mut ReadSpec, reversed: bool) -> Self {
+        let Some(mut filter) = filter else {
             return PreparedFilter::default();
         };
+        filter.set_reversed(reversed);
         let page_limit = filter.page_limit();
+        let stop_row = filter.stop_row();
         let mut strip_to = None;
         if !read.columns.0.is_empty() {
             let original = read.columns.clone();
@@ -115,7 +121,30 @@ impl PreparedFilter {
         PreparedFilter {
             filter: Some(Arc::new(filter)),
             page_limit,
+            stop_row,
             strip_to,
+        }
+    }
+
+    /// Narrows a scan to end at the filter's inclusive stop row, if it has one.
+    pub fn bound_scan(&self, spec: &mut ScanSpec) {
+        let Some(stop) = &self.stop_row else { return };
+        if spec.reversed {
+            let below = match &spec.low {
+                Bound::Unbounded => true,
+                Bound::Included(k) | Bound::Excluded(k) => k < stop,
+            };
+            if below {
+                spec.low = Bound::Included(stop.clone());
+            }
+        } else {
+            let above = match &spec.high {
+                Bound::Unbounded => true,
+                Bound::Included(k) | Bound::Excluded(k) => k > stop,
+            };
+            if above {
+                spec.high = Bound::Included(stop.clone());
+            }
         }
     }
 
@@ -130,15 +159,14 @@ impl PreparedFilter {
 
 /// Parses `filter=` (Thrift filter language) or `filter_b64=` (URL-safe base64 of it).
 pub fn filter_param(query: &Query) -> ApiResult<Option<Filter>> {
-    let text = match (query.first("filter_b64"), query.first("filter")) {
+    let bytes = match (query.first("filter_b64"), query.first("filter")) {
         (Some(b), _) if !b.is_empty() => {
-            let bytes = KeyEncoding::Base64Url.decode(b.as_bytes().to_vec(), "filter_b64")?;
-            String::from_utf8(bytes).map_err(|_| ApiError::bad("filter_b64 is not UTF-8 text"))?
+            KeyEncoding::Base64Url.decode(b.as_bytes().to_vec(), "filter_b64")?
         }
-        (_, Some(f)) if !f.is_empty() => f.to_string(),
+        (_, Some(f)) if !f.is_empty() => f.as_bytes().to_vec(),
         _ => return Ok(None),
     };
-    filters::parse_filter_language(&text)
+    filters::parse_filter_language_bytes(&bytes)
         .map(Some)
         .map_err(|e| ApiError::bad(format!("invalid filter: {e}")))
 }
@@ -457,7 +485,7 @@ pub async fn multiget(
         } else {
             filter_param(&query)?
         };
-        prepared.push(PreparedFilter::new(f, r));
+        prepared.push(PreparedFilter::new(f, r, false));
     }
     let kura = &state.kura;
     let futures = specs

@@ -467,7 +467,7 @@ async fn create(
         },
         max_versions: model.max_versions,
     };
-    let prepared = PreparedFilter::new(filter, &mut read);
+    let prepared = PreparedFilter::new(filter, &mut read, model.reversed);
     let (low, high) = bounds(
         &model.start_row,
         &model.end_row,
@@ -475,13 +475,14 @@ async fn create(
         model.include_stop_row,
         model.reversed,
     );
-    let spec = ScanSpec {
+    let mut spec = ScanSpec {
         low,
         high,
         reversed: model.reversed,
         read,
         filter: prepared.filter.clone(),
     };
+    prepared.bound_scan(&mut spec);
     let remaining = match (model.limit, prepared.page_limit) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -719,7 +720,7 @@ pub async fn stateless(
         },
         max_versions,
     };
-    let prepared = PreparedFilter::new(filter_param(&query)?, &mut read);
+    let prepared = PreparedFilter::new(filter_param(&query)?, &mut read, reversed);
     let (low, high) = bounds(&start, &stop, include_start, include_stop, reversed);
     let mut spec = ScanSpec {
         low,
@@ -729,6 +730,7 @@ pub async fn stateless(
         filter: prepared.filter.clone(),
     };
     restrict_to_prefix(&mut spec, &prefix);
+    prepared.bound_scan(&mut spec);
     let limit = match (limit, prepared.page_limit) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -31,7 +31,9 @@ impl Resp {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
     pub fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        self.headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     }
     pub fn content_type(&self) -> Option<String> {
         self.header("content-type")
@@ -74,7 +76,10 @@ pub async fn client_with(limits: Limits) -> Client {
 
 /// A client over an existing store.
 pub async fn client_over(kura: &Kura, limits: Limits) -> Client {
-    let state = web::Data::new(AppState { kura: kura.clone(), limits });
+    let state = web::Data::new(AppState {
+        kura: kura.clone(),
+        limits,
+    });
     let app = test::init_service(App::new().app_data(state).configure(kura::configure)).await;
     let app = Rc::new(app);
     let call: CallFn = Box::new(move |req: TestRequest| {
@@ -84,10 +89,18 @@ pub async fn client_over(kura: &Kura, limits: Limits) -> Client {
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
             let body = test::read_body(resp).await.to_vec();
-            Resp { status, headers, body }
+            Resp {
+                status,
+                headers,
+                body,
+            }
         })
     });
-    Client { call, kura: kura.clone(), _dir: None }
+    Client {
+        call,
+        kura: kura.clone(),
+        _dir: None,
+    }
 }
 
 impl Client {
@@ -143,7 +156,8 @@ impl Client {
     }
 
     pub async fn put_xml(&self, uri: &str, body: &str) -> Resp {
-        self.req(Method::PUT, uri, &[("Content-Type", "text/xml")], body).await
+        self.req(Method::PUT, uri, &[("Content-Type", "text/xml")], body)
+            .await
     }
 
     pub async fn delete(&self, uri: &str) -> Resp {
@@ -166,7 +180,14 @@ impl Client {
     }
 
     /// Puts one cell through the JSON API.
-    pub async fn put_cell(&self, table: &str, row: &str, column: &str, ts: Option<i64>, value: &str) {
+    pub async fn put_cell(
+        &self,
+        table: &str,
+        row: &str,
+        column: &str,
+        ts: Option<i64>,
+        value: &str,
+    ) {
         let body = cellset(&[(row, &[(column, ts, value)])]);
         let r = self.put_json(&format!("/{table}/fakerow"), &body).await;
         assert_eq!(r.status, 200, "put {row}/{column}: {}", r.text());
@@ -180,11 +201,16 @@ pub fn b64(s: impl AsRef<[u8]>) -> String {
 
 /// Decodes standard base64.
 pub fn unb64(s: &str) -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD.decode(s).expect("base64")
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .expect("base64")
 }
 
+/// One cell of a test body: `(column, timestamp, value)`.
+pub type TestCell<'a> = (&'a str, Option<i64>, &'a str);
+
 /// A CellSet JSON body: rows of `(row, [(column, timestamp, value)])`.
-pub fn cellset(rows: &[(&str, &[(&str, Option<i64>, &str)])]) -> serde_json::Value {
+pub fn cellset(rows: &[(&str, &[TestCell<'_>])]) -> serde_json::Value {
     let rows: Vec<_> = rows
         .iter()
         .map(|(key, cells)| {
