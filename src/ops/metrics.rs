@@ -169,6 +169,18 @@ pub fn scanner_closed() {
     SCANNERS_OPEN.fetch_sub(1, Ordering::Relaxed);
 }
 
+/// How long `Kura::start` took (catalog, every region's segments and log replay), in
+/// microseconds; 0 until the server reports it with [`record_startup`].
+static STARTUP_US: AtomicU64 = AtomicU64::new(0);
+
+/// `main` calls this with the time `Kura::start` took, so `/metrics` shows the recovery time.
+pub fn record_startup(took: std::time::Duration) {
+    STARTUP_US.store(
+        u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
+
 /// Admin operations performed through `/admin/`, by kind and result.
 pub(crate) struct AdminCounters {
     pub flush: [AtomicU64; 2],
@@ -499,6 +511,14 @@ fn render_process(out: &mut String) {
         "kura_uptime_seconds {}",
         started_at().elapsed().as_secs_f64()
     );
+    header(
+        out,
+        "kura_startup_seconds",
+        "gauge",
+        "Time the store took to open at start-up: catalog, segments and log replay of every region.",
+    );
+    let startup = fmt_seconds(STARTUP_US.load(Ordering::Relaxed));
+    let _ = writeln!(out, "kura_startup_seconds {startup}");
     header(
         out,
         "kura_scanners_open",

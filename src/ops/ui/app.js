@@ -161,6 +161,16 @@
     return frag;
   }
 
+  // An 8-byte value that is not text is most likely a counter (increment): show its number.
+  function int64Hint(bytes) {
+    if (bytes.length !== 8) return null;
+    try {
+      const s = dec.decode(bytes);
+      if (!/[\u0000-\u001f\u007f]/.test(s)) return null;
+    } catch (_) { /* not UTF-8: binary */ }
+    return new DataView(bytes.buffer, bytes.byteOffset, 8).getBigInt64(0).toString();
+  }
+
   function fmtTime(ms) {
     const d = new Date(ms);
     if (isNaN(d.getTime())) return String(ms);
@@ -596,7 +606,11 @@
         const vtd = el("td", { class: "val" });
         if (state.valueMode === "hex") vtd.append(hex(val) || "(empty)");
         else if (val.length === 0) vtd.append(el("span", { class: "muted", text: "(empty)" }));
-        else vtd.append(textNode(val));
+        else {
+          vtd.append(textNode(val));
+          const n = int64Hint(val);
+          if (n !== null) vtd.append(el("span", { class: "ver", title: "the 8 bytes read as a big-endian signed integer (HBase counters)", text: "= " + n }));
+        }
         tr.append(vtd);
         body.append(tr);
       });
