@@ -126,6 +126,11 @@ impl ResponseError for ApiError {
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self, "internal error answered 500");
         }
+        if status == StatusCode::NOT_MODIFIED {
+            // HTTP forbids a body on 304 (RFC 9110 §15.4.5): a keep-alive client would read it
+            // as the start of the next response.
+            return resp.finish();
+        }
         resp.body(format!("{text}\r\n"))
     }
 }

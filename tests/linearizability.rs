@@ -210,7 +210,7 @@ fn checker_accepts_reads_of_either_value_during_a_concurrent_write() {
 
 /// One client's operations, issued over a keep-alive connection.
 fn run_client(http: &mut Http, client: usize, ops: usize, keys: usize, t0: Instant) -> Vec<Event> {
-    let mut rng = client as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
+    let mut rng = (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut rand = move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
