@@ -7,7 +7,7 @@
 //!    flushes once it exceeds the memtable budget.
 
 use crate::error::Result;
-use crate::key::{Entry, MemKey};
+use crate::key::{Entry, Kind, MemKey};
 use crate::merge::EntrySource;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -71,6 +71,7 @@ impl Memtable {
     /// Entries from the first key of `row` on.
     pub(crate) fn iter_from(&self, row: &[u8]) -> MemSource<'_> {
         MemSource {
+            map: &self.map,
             range: self
                 .map
                 .range((Bound::Included(MemKey::row_start(row)), Bound::Unbounded)),
@@ -80,6 +81,7 @@ impl Memtable {
     /// Every entry.
     pub(crate) fn iter_all(&self) -> MemSource<'_> {
         MemSource {
+            map: &self.map,
             range: self.map.range::<MemKey, _>(..),
         }
     }
@@ -96,6 +98,7 @@ impl Memtable {
 
 /// A memtable range as an entry source.
 pub(crate) struct MemSource<'a> {
+    map: &'a BTreeMap<MemKey, MemValue>,
     range: std::collections::btree_map::Range<'a, MemKey, MemValue>,
 }
 
@@ -110,5 +113,17 @@ impl<'a> EntrySource<'a> for MemSource<'a> {
             seq: v.seq,
             value: &v.value,
         }))
+    }
+
+    fn skip_column(
+        &mut self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: Option<&[u8]>,
+    ) -> Result<Option<Entry<'a>>> {
+        // The greatest possible key of the column: oldest timestamp, last kind.
+        let last = MemKey::new(row, family, qualifier, i64::MIN, Kind::Put);
+        self.range = self.map.range((Bound::Excluded(last), Bound::Unbounded));
+        self.next_entry()
     }
 }

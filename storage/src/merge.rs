@@ -11,6 +11,21 @@ use std::cmp::Ordering;
 /// A sorted stream of entries.
 pub(crate) trait EntrySource<'a> {
     fn next_entry(&mut self) -> Result<Option<Entry<'a>>>;
+
+    /// Skip the rest of one column; return the first entry after it.
+    fn skip_column(
+        &mut self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: Option<&[u8]>,
+    ) -> Result<Option<Entry<'a>>> {
+        loop {
+            match self.next_entry()? {
+                Some(e) if e.row == row && e.family == family && e.qualifier == qualifier => {}
+                other => return Ok(other),
+            }
+        }
+    }
 }
 
 /// Merges sources; `k` is small (the memtable plus a handful of segments), so the smallest head
@@ -55,6 +70,25 @@ impl<'a> MergeIter<'a> {
     /// The next entry without consuming it.
     pub(crate) fn peek(&self) -> Option<&Entry<'a>> {
         self.current.and_then(|i| self.heads[i].as_ref())
+    }
+
+    /// Skip every remaining entry of one column, in every source.
+    pub(crate) fn skip_column(
+        &mut self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: Option<&[u8]>,
+    ) -> Result<()> {
+        for i in 0..self.sources.len() {
+            let in_column = self.heads[i]
+                .as_ref()
+                .is_some_and(|h| h.row == row && h.family == family && h.qualifier == qualifier);
+            if in_column {
+                self.heads[i] = self.sources[i].skip_column(row, family, qualifier)?;
+            }
+        }
+        self.pick();
+        Ok(())
     }
 
     /// Consume the next entry.

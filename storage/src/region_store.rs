@@ -290,27 +290,43 @@ fn collect_row<'a>(
             _ => break,
         };
         it.next()?;
-        if !read.columns.touches_family(e.family) || ret.offer(&e) != Verdict::Keep {
+        if !read.columns.touches_family(e.family) {
             continue;
         }
+        let verdict = ret.offer(&e);
         let q = e.qualifier.unwrap_or(&[]);
-        if !read.columns.selects(e.family, q) || !read.time_range.contains(e.ts) {
-            continue;
+        if verdict == Verdict::Keep
+            && read.columns.selects(e.family, q)
+            && read.time_range.contains(e.ts)
+        {
+            if last_col != Some((e.family, q)) {
+                last_col = Some((e.family, q));
+                count = 0;
+            }
+            count += 1;
+            if count <= max_versions {
+                out.push(Cell {
+                    family: e.family.to_vec(),
+                    qualifier: q.to_vec(),
+                    timestamp: e.ts,
+                    value: e.value.to_vec(),
+                });
+            }
         }
-        if last_col != Some((e.family, q)) {
-            last_col = Some((e.family, q));
-            count = 0;
+        // Many versions of one column (counters, say) must not cost a read: once nothing more
+        // of this column can be returned, jump past it.
+        if e.qualifier.is_some() {
+            let done = ret.column_exhausted()
+                || !read.columns.selects(e.family, q)
+                || (last_col == Some((e.family, q)) && count >= max_versions)
+                || e.ts < read.time_range.min;
+            let same_column_next = it.peek().is_some_and(|n| {
+                n.row == e.row && n.family == e.family && n.qualifier == e.qualifier
+            });
+            if done && same_column_next {
+                it.skip_column(e.row, e.family, e.qualifier)?;
+            }
         }
-        count += 1;
-        if count > max_versions {
-            continue;
-        }
-        out.push(Cell {
-            family: e.family.to_vec(),
-            qualifier: q.to_vec(),
-            timestamp: e.ts,
-            value: e.value.to_vec(),
-        });
     }
     Ok(())
 }

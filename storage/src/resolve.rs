@@ -82,11 +82,13 @@ pub(crate) struct Retention<'a, 'r> {
     family: Option<&'a [u8]>,
     rule: Option<FamilyRule>,
     ttl_cutoff: i64,
-    family_del: i64,
+    family_del: Option<i64>,
     qualifier: Option<&'a [u8]>,
-    column_del: i64,
+    column_del: Option<i64>,
     version_del: Option<i64>,
     last_put: Option<i64>,
+    /// Timestamp of the last entry of the current column.
+    last_ts: Option<i64>,
     versions: u32,
 }
 
@@ -99,11 +101,12 @@ impl<'a, 'r> Retention<'a, 'r> {
             family: None,
             rule: None,
             ttl_cutoff: i64::MIN,
-            family_del: i64::MIN,
+            family_del: None,
             qualifier: None,
-            column_del: i64::MIN,
+            column_del: None,
             version_del: None,
             last_put: None,
+            last_ts: None,
             versions: 0,
         }
     }
@@ -117,7 +120,7 @@ impl<'a, 'r> Retention<'a, 'r> {
                 Some(ttl) => self.now_ms.saturating_sub(ttl),
                 None => i64::MIN,
             };
-            self.family_del = i64::MIN;
+            self.family_del = None;
             self.qualifier = None;
             self.reset_column();
         }
@@ -128,17 +131,18 @@ impl<'a, 'r> Retention<'a, 'r> {
             return Verdict::Drop;
         }
         if e.kind == Kind::DeleteFamily {
-            self.family_del = self.family_del.max(e.ts);
+            self.family_del = Some(self.family_del.map_or(e.ts, |d| d.max(e.ts)));
             return Verdict::Marker;
         }
         if self.qualifier != e.qualifier {
             self.qualifier = e.qualifier;
             self.reset_column();
         }
+        self.last_ts = Some(e.ts);
         match e.kind {
             Kind::DeleteFamily => Verdict::Marker,
             Kind::DeleteColumn => {
-                self.column_del = self.column_del.max(e.ts);
+                self.column_del = Some(self.column_del.map_or(e.ts, |d| d.max(e.ts)));
                 Verdict::Marker
             }
             Kind::DeleteVersion => {
@@ -150,8 +154,8 @@ impl<'a, 'r> Retention<'a, 'r> {
                     return Verdict::Drop; // an older write of the same key
                 }
                 self.last_put = Some(e.ts);
-                if e.ts <= self.family_del
-                    || e.ts <= self.column_del
+                if self.family_del.is_some_and(|d| e.ts <= d)
+                    || self.column_del.is_some_and(|d| e.ts <= d)
                     || self.version_del == Some(e.ts)
                     || e.ts < self.ttl_cutoff
                 {
@@ -166,8 +170,20 @@ impl<'a, 'r> Retention<'a, 'r> {
         }
     }
 
+    /// True if no later entry of the current column can be kept: the rest of the column may
+    /// be skipped (entries come newest first, so masks and expiry only grow).
+    pub(crate) fn column_exhausted(&self) -> bool {
+        let Some(rule) = self.rule else { return true };
+        let Some(ts) = self.last_ts else { return false };
+        self.column_del.is_some()
+            || self.versions >= rule.max_versions
+            || self.family_del.is_some_and(|d| ts <= d)
+            || ts < self.ttl_cutoff
+    }
+
     fn reset_column(&mut self) {
-        self.column_del = i64::MIN;
+        self.column_del = None;
+        self.last_ts = None;
         self.version_del = None;
         self.last_put = None;
         self.versions = 0;
