@@ -77,6 +77,8 @@
 
   async function api(method, url, body, headers) {
     const opts = { method, headers: Object.assign({ Accept: "application/json" }, headers || {}) };
+    const token = sessionStorage.getItem("kura-token");
+    if (token) opts.headers.Authorization = "Bearer " + token;
     if (body !== undefined) {
       opts.body = typeof body === "string" ? body : JSON.stringify(body);
       opts.headers["Content-Type"] = "application/json";
@@ -94,6 +96,7 @@
     if (text) {
       try { data = JSON.parse(text); } catch (_) { data = text; }
     }
+    if (res.status === 401) showTokenBar();
     if (!res.ok) {
       const msg = data && data.error ? data.error.message : (typeof data === "string" && data ? data.trim() : res.statusText);
       const err = new Error(msg || ("HTTP " + res.status));
@@ -101,6 +104,14 @@
       throw err;
     }
     return data;
+  }
+
+  // A server started with a token file wants `Authorization: Bearer <token>` on every call.
+  function showTokenBar() {
+    const bar = $("#token-form");
+    if (!bar.hidden) return;
+    bar.hidden = false;
+    $("#token-input").focus();
   }
 
   const enc = new TextEncoder();
@@ -765,6 +776,12 @@
       adminAction(ev.currentTarget, "Compaction", "/admin/tables/" + encodeURIComponent(state.table) + "/compact?major=false"));
     $("#btn-major").addEventListener("click", (ev) =>
       adminAction(ev.currentTarget, "Major compaction", "/admin/tables/" + encodeURIComponent(state.table) + "/compact?major=true"));
+    $("#token-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      sessionStorage.setItem("kura-token", $("#token-input").value.trim());
+      $("#token-form").hidden = true;
+      route();
+    });
     $("#scan-form").addEventListener("submit", (ev) => { ev.preventDefault(); scan(true); });
     $("#scan-next").addEventListener("click", () => {
       if (!state.scan.nextStart) return;
