@@ -20,8 +20,7 @@ use crate::fs::{FileBytes, FileSystem, WritableFile};
 use crate::key::{Entry, Kind};
 use crate::merge::EntrySource;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Target size of a data block.
 pub(crate) const BLOCK_SIZE: usize = 16 << 10;
@@ -30,6 +29,8 @@ pub(crate) const SEGMENT_MAGIC: [u8; 7] = *b"KURASEG";
 const HEADER_LEN: usize = 8;
 const FOOTER_LEN: usize = 64;
 const ENTRY_HEADER: usize = 31;
+/// Every this many entries of a block, its offset is remembered for binary search.
+const RESTART_INTERVAL: usize = 16;
 /// Write to the file in chunks of this size.
 const WRITE_CHUNK: usize = 1 << 20;
 
@@ -246,7 +247,8 @@ pub(crate) struct Segment {
     path: PathBuf,
     bytes: Arc<dyn FileBytes>,
     blocks: Vec<BlockHandle>,
-    verified: Vec<AtomicBool>,
+    /// Per block, once used: offsets of every `RESTART_INTERVAL`-th entry.
+    restarts: Vec<OnceLock<Box<[u32]>>>,
     pub info: SegmentInfo,
 }
 
@@ -330,7 +332,7 @@ impl Segment {
                 "index does not cover the data blocks",
             ));
         }
-        let verified = (0..blocks.len()).map(|_| AtomicBool::new(false)).collect();
+        let restarts = (0..blocks.len()).map(|_| OnceLock::new()).collect();
         let info = SegmentInfo {
             entries,
             max_seq,
@@ -341,7 +343,7 @@ impl Segment {
             path: path.to_path_buf(),
             bytes,
             blocks,
-            verified,
+            restarts,
             info,
         })
     }
@@ -350,21 +352,52 @@ impl Segment {
         &self.path
     }
 
-    /// The bytes of block `i`, CRC-checked.
-    fn block(&self, i: usize) -> Result<&[u8]> {
+    /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
+    /// use (then remembered, so a malformed entry is found before any is returned).
+    fn block(&self, i: usize) -> Result<(&[u8], &[u32])> {
         let h = &self.blocks[i];
         let data = &self.bytes.bytes()[h.offset..h.offset + h.len];
-        if !self.verified[i].load(Ordering::Relaxed) {
-            if crc32fast::hash(data) != h.crc {
-                return Err(Error::Corruption {
-                    file: self.path.clone(),
-                    offset: h.offset as u64,
-                    reason: format!("block {i} checksum mismatch"),
-                });
-            }
-            self.verified[i].store(true, Ordering::Relaxed);
+        if let Some(r) = self.restarts[i].get() {
+            return Ok((data, r));
         }
-        Ok(data)
+        if crc32fast::hash(data) != h.crc {
+            return Err(Error::Corruption {
+                file: self.path.clone(),
+                offset: h.offset as u64,
+                reason: format!("block {i} checksum mismatch"),
+            });
+        }
+        let mut restarts = Vec::with_capacity(h.len / 1024 + 1);
+        let (mut pos, mut n) = (0usize, 0usize);
+        while pos < data.len() {
+            let (_, next) = decode_entry(data, pos).ok_or_else(|| self.bad_entry(i, pos))?;
+            if n % RESTART_INTERVAL == 0 {
+                restarts.push(pos as u32);
+            }
+            n += 1;
+            pos = next;
+        }
+        let r = self.restarts[i].get_or_init(|| restarts.into_boxed_slice());
+        Ok((data, r))
+    }
+
+    /// Position of the first entry of block `i` whose row is `>= row`, by binary search over the
+    /// restart points then a short linear walk; also the row of the last entry before it.
+    fn seek_in_block(&self, i: usize, row: &[u8]) -> Result<(&[u8], usize, Option<&[u8]>)> {
+        let (data, restarts) = self.block(i)?;
+        let row_at = |pos: u32| decode_entry(data, pos as usize).map(|(e, _)| e.row);
+        let p = restarts.partition_point(|&pos| row_at(pos).is_some_and(|r| r < row));
+        let mut pos = if p == 0 { 0 } else { restarts[p - 1] as usize };
+        let mut before = None;
+        while pos < data.len() {
+            let (e, next) = decode_entry(data, pos).ok_or_else(|| self.bad_entry(i, pos))?;
+            if e.row >= row {
+                break;
+            }
+            before = Some(e.row);
+            pos = next;
+        }
+        Ok((data, pos, before))
     }
 
     fn bad_entry(&self, block: usize, pos: usize) -> Error {
@@ -388,17 +421,13 @@ impl Segment {
             pos: 0,
         };
         if start < self.blocks.len() {
-            src.data = self.block(start)?;
-            if let Some(r) = row {
-                // Skip the entries of earlier rows in the first block.
-                while src.pos < src.data.len() {
-                    let (e, next) = decode_entry(src.data, src.pos)
-                        .ok_or_else(|| self.bad_entry(start, src.pos))?;
-                    if e.row >= r {
-                        break;
-                    }
-                    src.pos = next;
+            match row {
+                Some(r) => {
+                    let (data, pos, _) = self.seek_in_block(start, r)?;
+                    src.data = data;
+                    src.pos = pos;
                 }
+                None => src.data = self.block(start)?.0,
             }
         }
         Ok(src)
@@ -411,19 +440,8 @@ impl Segment {
         };
         let b = self.blocks.partition_point(|h| h.last_row.as_slice() < r);
         if b < self.blocks.len() {
-            let data = self.block(b)?;
-            let mut pos = 0;
-            let mut found: Option<&[u8]> = None;
-            while pos < data.len() {
-                let (e, next) = decode_entry(data, pos).ok_or_else(|| self.bad_entry(b, pos))?;
-                if e.row >= r {
-                    break;
-                }
-                found = Some(e.row);
-                pos = next;
-            }
-            if found.is_some() {
-                return Ok(found);
+            if let (_, _, Some(found)) = self.seek_in_block(b, r)? {
+                return Ok(Some(found));
             }
         }
         Ok(if b > 0 {
@@ -457,7 +475,7 @@ impl<'a> EntrySource<'a> for SegmentSource<'a> {
             self.block += 1;
             self.pos = 0;
             if self.block < self.seg.blocks.len() {
-                self.data = self.seg.block(self.block)?;
+                self.data = self.seg.block(self.block)?.0;
             }
         }
     }
