@@ -32,6 +32,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Segments after which a region starts a minor compaction by itself.
+const COMPACT_AT_SEGMENTS: u64 = 6;
+
 /// Settings every region of a server shares.
 #[derive(Clone)]
 pub(crate) struct RegionSettings {
@@ -96,6 +99,8 @@ pub struct RegionActor {
     router: Recipient<AutoSplit>,
     /// An automatic split was requested and the compaction that follows it has not finished.
     split_requested: bool,
+    /// A split narrowed the region and no major compaction has yet dropped the moved rows.
+    split_cleanup_due: bool,
     compacting: bool,
 }
 
@@ -120,6 +125,7 @@ impl RegionActor {
                 commit_scheduled: false,
                 router: spec.router,
                 split_requested: false,
+                split_cleanup_due: false,
                 compacting: false,
             };
             act.open(spec.families);
@@ -199,7 +205,7 @@ impl RegionActor {
     }
 
     /// Hand every queued write to the store in one batch, then answer them all.
-    fn commit_pending(&mut self) {
+    fn commit_pending(&mut self, ctx: &mut Context<Self>) {
         self.commit_scheduled = false;
         if self.pending_replies.is_empty() {
             return;
@@ -238,6 +244,19 @@ impl RegionActor {
                 .collect();
             let _ = reply.send(Ok(answer));
         }
+        self.maybe_compact(ctx);
+    }
+
+    /// Merge segments in the background once flushes have piled up enough of them that reads
+    /// would pay for it (the store flushes on its own but never compacts on its own).
+    fn maybe_compact(&mut self, ctx: &mut Context<Self>) {
+        if self.compacting {
+            return;
+        }
+        let segments = self.store.as_ref().map_or(0, |s| s.stats().segments);
+        if segments >= COMPACT_AT_SEGMENTS {
+            self.start_compaction(false, None, ctx);
+        }
     }
 
     fn maybe_request_split(&mut self) {
@@ -270,7 +289,13 @@ impl RegionActor {
                 return;
             }
         };
+        // A major compaction task made now filters with the narrowed ownership predicate.
+        let cleanup = major && std::mem::take(&mut self.split_cleanup_due);
         let Some(task) = task else {
+            // Nothing to compact: the size already reflects only what the region holds.
+            if cleanup {
+                self.split_requested = false;
+            }
             if let Some(r) = reply {
                 let _ = r.send(Ok(()));
             }
@@ -278,7 +303,7 @@ impl RegionActor {
         };
         self.compacting = true;
         let job = async move { tokio::task::spawn_blocking(move || task.run()).await };
-        ctx.spawn(job.into_actor(self).map(move |res, act, _| {
+        ctx.spawn(job.into_actor(self).map(move |res, act, ctx| {
             act.compacting = false;
             let out = match res {
                 Ok(Ok(output)) => match act.store() {
@@ -293,11 +318,16 @@ impl RegionActor {
                     "compaction task panicked: {join}"
                 ))),
             };
-            // A finished compaction has dropped the rows a split moved away, so the size
-            // now reflects what the region owns: it may ask for a split again.
-            act.split_requested = false;
             if let Some(r) = reply {
                 let _ = r.send(out.map_err(Reject::Failed));
+            }
+            if act.split_cleanup_due {
+                // Another split happened while this compaction ran.
+                act.start_compaction(true, None, ctx);
+            } else if cleanup {
+                // The rows a split moved away are gone, so the size now reflects what the
+                // region owns: it may ask for a split again.
+                act.split_requested = false;
             }
         }));
     }
@@ -418,16 +448,16 @@ impl Handler<Write> for RegionActor {
 impl Handler<Commit> for RegionActor {
     type Result = ();
 
-    fn handle(&mut self, _: Commit, _: &mut Context<Self>) {
-        self.commit_pending();
+    fn handle(&mut self, _: Commit, ctx: &mut Context<Self>) {
+        self.commit_pending(ctx);
     }
 }
 
 impl Handler<Flush> for RegionActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Flush, _: &mut Context<Self>) {
-        self.commit_pending();
+    fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
+        self.commit_pending(ctx);
         let res = match self.store() {
             Ok(store) => store.flush(),
             Err(e) => {
@@ -451,7 +481,7 @@ impl Handler<Compact> for RegionActor {
             }
             return;
         }
-        self.commit_pending();
+        self.commit_pending(ctx);
         self.start_compaction(msg.major, msg.reply, ctx);
     }
 }
@@ -471,8 +501,8 @@ impl Handler<Stats> for RegionActor {
 impl Handler<SetFamilies> for RegionActor {
     type Result = ();
 
-    fn handle(&mut self, msg: SetFamilies, _: &mut Context<Self>) {
-        self.commit_pending();
+    fn handle(&mut self, msg: SetFamilies, ctx: &mut Context<Self>) {
+        self.commit_pending(ctx);
         let res = match self.store() {
             Ok(store) => store.set_families(msg.families),
             Err(e) => {
@@ -495,7 +525,7 @@ impl Handler<PrepareSplit> for RegionActor {
             return;
         }
         // Invariant 2: every acknowledged write is in the store before the export reads it.
-        self.commit_pending();
+        self.commit_pending(ctx);
         let upper = (msg.at, end);
         let families = match self.store() {
             Ok(store) => store.families().to_vec(),
@@ -532,6 +562,7 @@ impl Handler<PrepareSplit> for RegionActor {
         let _ = msg.reply.send(Ok(()));
         // Drop the exported rows from this region's segments in the background.
         self.split_requested = true;
+        self.split_cleanup_due = true;
         if !self.compacting {
             self.start_compaction(true, None, ctx);
         }
@@ -555,7 +586,7 @@ impl Handler<Close> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Close, ctx: &mut Context<Self>) {
-        self.commit_pending();
+        self.commit_pending(ctx);
         let res = match self.store.take() {
             // A failed store has nothing trustworthy to flush: drop it, recovery runs at the
             // next start.

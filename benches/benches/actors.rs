@@ -1,2 +1,250 @@
-//! (to be written)
-fn main() {}
+//! Actor-layer benches (no HTTP): what the router/region topology costs and how it scales.
+//!
+//! - `round_trip`: one get / one put (durability none) through the handle, routing table and a
+//!   region actor and back. Watch the per-op time: it is the floor every HTTP request pays.
+//! - `point_ops/arbiters_{1,2}`: 64 concurrent callers doing gets and puts over 8 regions,
+//!   with 1 vs 2 arbiter threads. Watch the throughput ratio (target: 2 arbiters >= 1.7x).
+//! - `merged_scan/regions_{1,8}`: a 1,000-row scan of a 10,000-row table split into 1 vs 8
+//!   regions (fan-out + k-way merge). Watch the ratio (target: 8 regions >= 0.5x of 1).
+//! - `sync_writes/senders_{1,64}`: writes with `sync` durability from 1 vs 64 concurrent
+//!   senders into one region. Watch "writes per fsync" printed on stderr (target: 64 senders
+//!   >= 10x more writes per fsync than 1) and the per-write time.
+//!
+//! Run: `cargo bench -p kura-bench --bench actors`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use kura_actors::storage::Durability;
+use kura_actors::*;
+use std::time::{Duration, Instant};
+
+fn config(dir: &std::path::Path, arbiters: usize, durability: Durability) -> KuraConfig {
+    let mut c = KuraConfig::new(dir);
+    c.arbiters = arbiters;
+    c.durability = durability;
+    c.split_threshold = None;
+    c.mailbox_capacity = 4096;
+    c
+}
+
+fn table(name: &str, regions: u32) -> TableDescriptor {
+    let mut d = TableDescriptor::new(name, vec![FamilyDescriptor::new("cf")]);
+    d.salt = SaltConfig {
+        buckets: 64,
+        prefix_len: None,
+    };
+    d.initial_regions = Some(regions);
+    d
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("row{i:08}").into_bytes()
+}
+
+fn put(row: Vec<u8>, value: &[u8]) -> RowMutation {
+    RowMutation {
+        row,
+        mutations: vec![Mutation::Put {
+            family: b"cf".to_vec(),
+            qualifier: b"q".to_vec(),
+            timestamp: None,
+            value: value.to_vec(),
+        }],
+    }
+}
+
+/// A running topology with one loaded table, and the actix system that drives it.
+struct Fixture {
+    sys: actix_rt::SystemRunner,
+    kura: Kura,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(arbiters: usize, durability: Durability, regions: u32, rows: usize) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sys = actix_rt::System::new();
+        let kura = sys.block_on(async {
+            let kura = Kura::start(config(dir.path(), arbiters, durability))
+                .await
+                .expect("start");
+            kura.create_table(table("t", regions))
+                .await
+                .expect("create");
+            for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
+                let batch = chunk.iter().map(|&i| put(key(i), &[7u8; 100])).collect();
+                kura.mutate_rows("t", batch).await.expect("load");
+            }
+            kura.flush("t").await.expect("flush");
+            kura
+        });
+        Fixture {
+            sys,
+            kura,
+            _dir: dir,
+        }
+    }
+
+    fn close(self) {
+        let kura = self.kura;
+        self.sys
+            .block_on(async move { kura.shutdown().await.expect("shutdown") });
+    }
+}
+
+fn round_trip(c: &mut Criterion) {
+    let f = Fixture::new(2, Durability::None, 1, 1000);
+    let mut g = c.benchmark_group("round_trip");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("get", |b| {
+        b.iter_custom(|iters| {
+            f.sys.block_on(async {
+                let read = ReadSpec::default();
+                let start = Instant::now();
+                for i in 0..iters as usize {
+                    let row = f.kura.get("t", &key(i % 1000), &read).await.expect("get");
+                    assert!(row.is_some());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("put", |b| {
+        b.iter_custom(|iters| {
+            f.sys.block_on(async {
+                let start = Instant::now();
+                for i in 0..iters as usize {
+                    f.kura
+                        .mutate("t", put(key(i % 1000), b"v"))
+                        .await
+                        .expect("put");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+    f.close();
+}
+
+/// `ops` operations from `callers` concurrent callers, half gets, half puts.
+async fn mixed_ops(kura: &Kura, callers: usize, ops: usize) {
+    let per = ops / callers;
+    let tasks = (0..callers).map(|c| async move {
+        let read = ReadSpec::default();
+        for n in 0..per {
+            let i = (c * 7919 + n * 104_729) % 10_000;
+            if n % 2 == 0 {
+                kura.get("t", &key(i), &read).await.expect("get");
+            } else {
+                kura.mutate("t", put(key(i), b"v")).await.expect("put");
+            }
+        }
+    });
+    futures::future::join_all(tasks).await;
+}
+
+fn point_ops(c: &mut Criterion) {
+    let mut g = c.benchmark_group("point_ops");
+    let ops = 4096;
+    g.throughput(Throughput::Elements(ops as u64));
+    g.sample_size(20);
+    for arbiters in [1usize, 2] {
+        let f = Fixture::new(arbiters, Durability::None, 8, 10_000);
+        g.bench_with_input(BenchmarkId::new("arbiters", arbiters), &arbiters, |b, _| {
+            b.iter_custom(|iters| {
+                f.sys.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        mixed_ops(&f.kura, 64, ops).await;
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        f.close();
+    }
+    g.finish();
+}
+
+fn merged_scan(c: &mut Criterion) {
+    let mut g = c.benchmark_group("merged_scan");
+    g.throughput(Throughput::Elements(1000));
+    for regions in [1u32, 8] {
+        let f = Fixture::new(2, Durability::None, regions, 10_000);
+        g.bench_with_input(BenchmarkId::new("regions", regions), &regions, |b, _| {
+            b.iter_custom(|iters| {
+                f.sys.block_on(async {
+                    let start = Instant::now();
+                    for i in 0..iters as usize {
+                        let from = key((i * 997) % 9000);
+                        let req = ScanRequest {
+                            spec: ScanSpec::forward(&from, b""),
+                            limit: Some(1000),
+                            page: ScanLimits {
+                                max_rows: 1000,
+                                max_bytes: 16 << 20,
+                            },
+                        };
+                        let page = f.kura.scan("t", req).await.expect("scan");
+                        assert_eq!(page.rows.len(), 1000);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        f.close();
+    }
+    g.finish();
+}
+
+fn sync_writes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sync_writes");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(5));
+    for senders in [1usize, 64] {
+        let f = Fixture::new(2, Durability::Sync, 1, 0);
+        let writes = 256;
+        g.throughput(Throughput::Elements(writes as u64));
+        let mut totals = (0u64, 0u64);
+        g.bench_with_input(
+            BenchmarkId::new("senders", senders),
+            &senders,
+            |b, &senders| {
+                b.iter_custom(|iters| {
+                    f.sys.block_on(async {
+                        let before = f.kura.regions("t").await.expect("regions")[0].stats.clone();
+                        let start = Instant::now();
+                        for it in 0..iters as usize {
+                            let tasks = (0..senders).map(|s| {
+                                let kura = &f.kura;
+                                async move {
+                                    for n in 0..writes / senders {
+                                        let row = key(it * writes + s * (writes / senders) + n);
+                                        kura.mutate("t", put(row, b"v")).await.expect("put");
+                                    }
+                                }
+                            });
+                            futures::future::join_all(tasks).await;
+                        }
+                        let elapsed = start.elapsed();
+                        let after = f.kura.regions("t").await.expect("regions")[0].stats.clone();
+                        totals.0 += after.synced_writes - before.synced_writes;
+                        totals.1 += after.fsyncs - before.fsyncs;
+                        elapsed
+                    })
+                })
+            },
+        );
+        eprintln!(
+            "sync_writes/senders_{senders}: {} writes, {} fsyncs, {:.1} writes per fsync",
+            totals.0,
+            totals.1,
+            totals.0 as f64 / totals.1.max(1) as f64
+        );
+        f.close();
+    }
+    g.finish();
+}
+
+criterion_group!(benches, round_trip, point_ops, merged_scan, sync_writes);
+criterion_main!(benches);
