@@ -383,7 +383,7 @@ impl Segment {
 
     /// Position of the first entry of block `i` whose row is `>= row`, by binary search over the
     /// restart points then a short linear walk; also the row of the last entry before it.
-    fn seek_in_block(&self, i: usize, row: &[u8]) -> Result<(&[u8], usize, Option<&[u8]>)> {
+    fn seek_in_block(&self, i: usize, row: &[u8]) -> Result<BlockSeek<'_>> {
         let (data, restarts) = self.block(i)?;
         let row_at = |pos: u32| decode_entry(data, pos as usize).map(|(e, _)| e.row);
         let p = restarts.partition_point(|&pos| row_at(pos).is_some_and(|r| r < row));
@@ -397,7 +397,7 @@ impl Segment {
             before = Some(e.row);
             pos = next;
         }
-        Ok((data, pos, before))
+        Ok(BlockSeek { data, pos, before })
     }
 
     fn bad_entry(&self, block: usize, pos: usize) -> Error {
@@ -423,9 +423,9 @@ impl Segment {
         if start < self.blocks.len() {
             match row {
                 Some(r) => {
-                    let (data, pos, _) = self.seek_in_block(start, r)?;
-                    src.data = data;
-                    src.pos = pos;
+                    let seek = self.seek_in_block(start, r)?;
+                    src.data = seek.data;
+                    src.pos = seek.pos;
                 }
                 None => src.data = self.block(start)?.0,
             }
@@ -440,7 +440,7 @@ impl Segment {
         };
         let b = self.blocks.partition_point(|h| h.last_row.as_slice() < r);
         if b < self.blocks.len() {
-            if let (_, _, Some(found)) = self.seek_in_block(b, r)? {
+            if let Some(found) = self.seek_in_block(b, r)?.before {
                 return Ok(Some(found));
             }
         }
@@ -450,6 +450,15 @@ impl Segment {
             None
         })
     }
+}
+
+/// Where a seek inside one block landed.
+struct BlockSeek<'a> {
+    data: &'a [u8],
+    /// Offset of the first entry whose row is `>=` the wanted one (or the block's length).
+    pos: usize,
+    /// Row of the entry just before `pos`, if any.
+    before: Option<&'a [u8]>,
 }
 
 /// A segment range as an entry source.
