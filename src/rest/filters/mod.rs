@@ -59,6 +59,9 @@
 //!    rejected at parse time with the compiler's message.
 //! 7. The language accepts any ASCII whitespace (HBase: space and tab) and `filter_b64` bytes
 //!    through [`parse_filter_language_bytes`].
+//! 8. `MultipleColumnPrefixFilter` keeps a qualifier that starts with any of its prefixes and
+//!    ignores duplicates. HBase rejects duplicates and tests only the largest prefix not above
+//!    the qualifier, so with prefixes `a` and `ab` it drops `ac`.
 //!
 //! # Invariants
 //! 1. Parsing never panics, whatever the input; nesting deeper than [`MAX_DEPTH`] is an error.

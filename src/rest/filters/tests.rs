@@ -683,6 +683,12 @@ fn column_prefix_filters_keep_matching_qualifiers() {
     ] {
         assert_eq!(flat(&scan(&f, &t)), vec!["k/f:aa=1", "k/g:c=5"]);
     }
+    // Overlapping prefixes: "ab" starts with "a" although "aa" is the largest prefix below it.
+    let f = lang("MultipleColumnPrefixFilter('a', 'aa', 'aa')");
+    assert_eq!(
+        flat(&scan(&f, &t)),
+        vec!["k/f:aa=1", "k/f:ab=2", "k/g:ab=4"]
+    );
 }
 
 #[test]
