@@ -252,11 +252,12 @@ fn write_segment(
     fs: &dyn FileSystem,
     dir: &Path,
     id: u64,
+    expected_rows: u64,
     fill: &mut dyn FnMut(&mut SegmentWriter) -> Result<()>,
 ) -> Result<Option<Segment>> {
     let path = seg_path(dir, id);
     let tmp = path.with_extension("seg.tmp");
-    let mut w = SegmentWriter::create(fs, &tmp)?;
+    let mut w = SegmentWriter::create(fs, &tmp, expected_rows)?;
     let filled = fill(&mut w);
     if filled.is_err() || w.entries() == 0 {
         drop(w);
@@ -429,7 +430,8 @@ impl CompactionTask {
         let rules = &self.rules;
         let now_ms = self.now_ms;
         let (major, drop_markers) = (self.major, self.drop_markers);
-        let output = write_segment(&*self.fs, &self.dir, self.id, &mut |w| {
+        let entries_in: u64 = self.inputs.iter().map(|s| s.info.entries).sum();
+        let output = write_segment(&*self.fs, &self.dir, self.id, entries_in, &mut |w| {
             if !major {
                 return copy_raw(&mut it, rules, &keep_row, w);
             }
@@ -455,7 +457,6 @@ impl CompactionTask {
             }
             Ok(())
         })?;
-        let entries_in = self.inputs.iter().map(|s| s.info.entries).sum();
         let entries_out = output.as_ref().map_or(0, |s| s.info.entries);
         Ok(CompactionOutput {
             inputs: self.inputs.iter().map(|s| s.id).collect(),
@@ -581,7 +582,7 @@ impl RegionStore {
                     let id = file_ids;
                     file_ids += 1;
                     let full = std::mem::take(&mut memtable);
-                    let seg = write_segment(&*fs, dir, id, &mut |w| {
+                    let seg = write_segment(&*fs, dir, id, full.len() as u64, &mut |w| {
                         let mut it = full.iter_all();
                         while let Some(e) = it.next_entry()? {
                             w.add(&e)?;
@@ -792,6 +793,16 @@ impl RegionStore {
         MergeIter::new(sources)
     }
 
+    /// Sources positioned at `row`, leaving out the segments whose row filter excludes it.
+    fn sources_for_row(&self, row: &[u8]) -> Result<MergeIter<'_>> {
+        let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> =
+            vec![Box::new(self.memtable.iter_from(row))];
+        for s in self.segments.iter().filter(|s| s.may_contain_row(row)) {
+            sources.push(Box::new(s.iter_from(Some(row))?));
+        }
+        MergeIter::new(sources)
+    }
+
     /// The greatest row below `upper` in any source (`None` bound: the greatest row).
     fn last_row_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
         let mut best: Option<&[u8]> = self.memtable.last_row_before(upper);
@@ -847,7 +858,7 @@ impl RegionStore {
         check_row(row)?;
         self.check_read(read)?;
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let mut it = self.sources_from(Some(row))?;
+        let mut it = self.sources_for_row(row)?;
         if it.peek().is_none_or(|e| e.row != row) {
             return Ok(None);
         }
@@ -1287,7 +1298,7 @@ impl RegionStore {
         }
         let id = self.alloc_file();
         let memtable = &self.memtable;
-        let seg = write_segment(&*self.fs, &self.dir, id, &mut |w| {
+        let seg = write_segment(&*self.fs, &self.dir, id, memtable.len() as u64, &mut |w| {
             let mut it = memtable.iter_all();
             while let Some(e) = it.next_entry()? {
                 w.add(&e)?;
@@ -1441,7 +1452,11 @@ impl RegionStore {
             .map_err(|e| Error::io(dest_dir, e))?;
         let rules = &self.rules;
         let mut it = self.sources_from(None)?;
-        let seg = write_segment(fs, dest_dir, 1, &mut |w| copy_raw(&mut it, rules, pred, w))?;
+        let rows =
+            self.memtable.len() as u64 + self.segments.iter().map(|s| s.info.entries).sum::<u64>();
+        let seg = write_segment(fs, dest_dir, 1, rows, &mut |w| {
+            copy_raw(&mut it, rules, pred, w)
+        })?;
         let families = if options.families.is_empty() {
             self.families.clone()
         } else {
