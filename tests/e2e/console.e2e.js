@@ -52,6 +52,13 @@ async function createData() {
       { key: b64("other"), Cell: [cell("cf:name", "not a user")] },
     ],
   });
+  // Thirty rows to page through, and one row whose key is not text.
+  const items = [];
+  for (let i = 0; i < 30; i++) {
+    items.push({ key: b64("item" + String(i).padStart(2, "0")), Cell: [cell("cf:n", String(i))] });
+  }
+  items.push({ key: Buffer.from([0x62, 0x69, 0x6e, 0x00, 0xff, 0x01]).toString("base64"), Cell: [cell("cf:name", "binary key")] });
+  await rest("PUT", `/${TABLE}/fakerow`, { Row: items });
   // Two versions of one column with explicit timestamps (newest first when read).
   await rest("PUT", `/${TABLE}/fakerow`, {
     Row: [{ key: b64("user2"), Cell: [cell("cf:mood", "sleepy", 1700000000000)] }],
@@ -129,6 +136,33 @@ async function main() {
     await page.click('#value-mode button[data-mode="text"]');
     await rows.locator("td.val", { hasText: "Alice" }).waitFor();
 
+    // Paging: 30 rows with prefix "item", 10 a page; later pages go through a scanner.
+    await page.selectOption("#scan-limit", "10");
+    await page.fill("#scan-prefix", "item");
+    await page.click("#scan-btn");
+    await rows.locator("td.key", { hasText: "item09" }).waitFor();
+    let pageKeys = await rows.locator("td.key").allInnerTexts();
+    check(pageKeys.length === 10 && pageKeys[0] === "item00", "page 1 shows item00 to item09");
+    await page.click("#scan-next");
+    await rows.locator("td.key", { hasText: "item19" }).waitFor();
+    pageKeys = await rows.locator("td.key").allInnerTexts();
+    check(pageKeys.length === 10 && pageKeys[0] === "item10", "Next page shows item10 to item19");
+    await page.click("#scan-next");
+    await rows.locator("td.key", { hasText: "item29" }).waitFor();
+    pageKeys = await rows.locator("td.key").allInnerTexts();
+    check(pageKeys.length === 10 && pageKeys[0] === "item20", "the last page shows item20 to item29");
+    check(await page.locator("#scan-next").isDisabled(), "there is no page after the last");
+    await page.click("#scan-first");
+    await rows.locator("td.key", { hasText: "item00" }).waitFor();
+    await page.selectOption("#scan-limit", "25");
+
+    // A binary row key is shown escaped and can be searched the same way.
+    await page.fill("#scan-prefix", "bin\\x00");
+    await page.click("#scan-btn");
+    await rows.locator("td.key", { hasText: "bin" }).waitFor();
+    const binKey = await rows.locator("td.key").allInnerTexts();
+    check(binKey.length === 1 && binKey[0] === "bin\\x00\\xff\\x01", "a binary key is shown as " + binKey[0] + " and found by an escaped prefix");
+
     // 3. Split the region and see two.
     await page.click('#tabs a[data-tab="regions"]');
     const regionRows = page.locator("#region-table tbody tr");
@@ -151,9 +185,11 @@ async function main() {
     await page.click('#tabs a[data-tab="rows"]');
     await page.fill("#scan-prefix", "");
     await page.click("#scan-btn");
-    await rows.locator("td.key", { hasText: "other" }).waitFor();
-    const all = await rows.locator("td.key").allInnerTexts();
-    check(all.length === 4, "a full scan after the split returns all four rows");
+    await rows.locator("td.key", { hasText: "item00" }).waitFor();
+    const allRows = await rows.locator("td.key").allInnerTexts();
+    check(allRows.length === 25, "a full scan after the split fills a page of 25 rows");
+    const admin2 = await rest("GET", `/${TABLE}/*?limit=100`);
+    check(admin2.Row.length === 35, "and the REST API still returns all 35 rows");
 
     // 4. Flush from the console and see the toast; the heatmap draws.
     await page.click("#btn-flush");

@@ -4,10 +4,10 @@
 
 (function () {
   const APPS = [
-    { table: "blog", label: "Blog", hint: "articles by user and category" },
-    { table: "useractions", label: "User actions", hint: "action log per user" },
-    { table: "access", label: "Access counter", hint: "hourly, daily and total hits" },
-    { table: "graph", label: "Graph", hint: "nodes and relationships" },
+    { table: "blog", label: "Blog", hint: "articles by user and category", api: "/apps/blog/" },
+    { table: "useractions", label: "User actions", hint: "action log per user", api: "/apps/actions/" },
+    { table: "access", label: "Access counter", hint: "hourly, daily and total hits", api: "/apps/counter/" },
+    { table: "graph", label: "Graph", hint: "nodes and relationships", api: "/apps/graph/" },
   ];
   const RATE_POLL_MS = 2000;
   const RATE_POINTS = 90; // 3 minutes at 2 s
@@ -147,6 +147,26 @@
     if (!b.length) return null;
     b[b.length - 1] += 1;
     return Uint8Array.from(b);
+  }
+
+  // Text as bytes, with `\xNN` for any byte and `\\` for a backslash (how keys are displayed).
+  function parseEscaped(text) {
+    const out = [];
+    for (let i = 0; i < text.length;) {
+      if (text[i] === "\\" && text[i + 1] === "x" && /^[0-9a-fA-F]{2}$/.test(text.substr(i + 2, 2))) {
+        out.push(parseInt(text.substr(i + 2, 2), 16));
+        i += 4;
+      } else if (text[i] === "\\" && text[i + 1] === "\\") {
+        out.push(0x5c);
+        i += 2;
+      } else {
+        const cp = text.codePointAt(i);
+        const ch = String.fromCodePoint(cp);
+        out.push(...enc.encode(ch));
+        i += ch.length;
+      }
+    }
+    return Uint8Array.from(out);
   }
 
   function hex(bytes) {
@@ -344,6 +364,12 @@
     showView("view-table");
     renderSidebar();
     $("#t-name").textContent = info.name;
+    const app = APPS.find((a) => a.table === info.name);
+    $("#t-app").hidden = !app;
+    if (app) {
+      $("#t-app").replaceChildren("Table of the ", el("strong", { text: app.label }), " application (" + app.hint + "), served under ",
+        el("code", { text: app.api }), ".");
+    }
     $("#t-sub").textContent = info.families.length + (info.families.length === 1 ? " family" : " families") +
       " · " + info.buckets + " salt buckets · " + info.regions + (info.regions === 1 ? " region" : " regions");
     for (const a of $$("#tabs a")) a.classList.toggle("on", a.dataset.tab === tab);
@@ -550,18 +576,17 @@
     }
     const limit = Number($("#scan-limit").value);
     const versions = Number($("#scan-versions").value);
-    const prefix = enc.encode(state.scan.prefix);
+    const prefix = parseEscaped(state.scan.prefix);
     const start = state.scan.pages[state.scan.pages.length - 1];
-    const params = ["limit=" + (limit + 1), "maxversions=" + versions];
-    const startBytes = start || (prefix.length ? prefix : null);
-    if (startBytes) params.push("startrow=" + pctBytes(startBytes));
-    const end = prefix.length ? prefixEnd(prefix) : null;
-    if (end) params.push("endrow=" + pctBytes(end));
-    const url = "/" + encodeURIComponent(name) + "/*?" + params.join("&");
     $("#scan-status").textContent = "scanning…";
     let data;
     try {
-      data = await api("GET", url);
+      // The first page is a stateless prefix scan (GET /{t}/{prefix}*); later pages start at a
+      // row key, which may be any bytes, so they use a one-shot scanner with base64 bounds.
+      data = start
+        ? await scannerPage(name, start, prefix.length ? prefixEnd(prefix) : null, limit + 1, versions)
+        : await api("GET", "/" + encodeURIComponent(name) + "/" + pctBytes(prefix) + "*?limit=" + (limit + 1) +
+            "&maxversions=" + versions);
     } catch (e) {
       if (e.status === 404) data = { Row: [] };
       else {
@@ -583,6 +608,33 @@
       : "no rows" + (state.scan.prefix ? " with prefix “" + state.scan.prefix + "”" : "");
     $("#scan-next").disabled = !more;
     $("#scan-first").disabled = page <= 1;
+  }
+
+  // One page through a stateful scanner: create it, read up to `rows` rows, delete it.
+  async function scannerPage(table, startRow, endRow, rows, versions) {
+    const model = { startRow: bytesToB64(startRow), maxVersions: versions };
+    if (endRow) model.endRow = bytesToB64(endRow);
+    const headers = { "Content-Type": "application/json", Accept: "application/json" };
+    const token = sessionStorage.getItem("kura-token");
+    if (token) headers.Authorization = "Bearer " + token;
+    const created = await fetch("/" + encodeURIComponent(table) + "/scanner", { method: "PUT", headers, body: JSON.stringify(model) });
+    if (created.status === 401) showTokenBar();
+    const loc = created.headers.get("Location");
+    if (!created.ok || !loc) {
+      const err = new Error("scanner: " + created.status + " " + (await created.text()).trim());
+      err.status = created.status;
+      throw err;
+    }
+    // The Location is absolute (HBase's rule); only its path matters to a same-origin page.
+    const path = new URL(loc, location.href).pathname;
+    try {
+      const res = await fetch(path + "?n=" + rows, { headers });
+      if (res.status === 204) return { Row: [] };
+      if (!res.ok) throw new Error("scanner: " + res.status + " " + (await res.text()).trim());
+      return await res.json();
+    } finally {
+      fetch(path, { method: "DELETE", headers }).catch(() => {});
+    }
   }
 
   function renderRows() {
