@@ -886,10 +886,12 @@ impl RegionStore {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let now_ms = wall_ms();
         let filter = spec.filter.as_deref();
-        let max_rows = limits.max_rows.max(1);
+        let max_rows = limits.max_rows;
         let mut page = ScanPage::default();
         let mut bytes = 0usize;
-        let mut full = false;
+        // With `max_rows == 0` the page is full from the start: the scan only finds out whether
+        // any row matches (`complete`).
+        let mut full = max_rows == 0;
         let mut take = |row: Row, page: &mut ScanPage| -> bool {
             if full {
                 return false;

@@ -173,3 +173,31 @@ fn filter_hook_skips_rows_and_rewrites_cells() {
         .iter()
         .all(|r| r.cells.iter().all(|c| c.value.is_empty())));
 }
+
+#[test]
+fn zero_row_limit_returns_nothing_and_says_whether_rows_remain() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    let empty = s
+        .scan(
+            &ScanSpec::all(),
+            ScanLimits {
+                max_rows: 0,
+                max_bytes: usize::MAX,
+            },
+        )
+        .unwrap();
+    assert!(empty.rows.is_empty() && empty.complete);
+    fill(&mut s, 2);
+    let page = s
+        .scan(
+            &ScanSpec::all(),
+            ScanLimits {
+                max_rows: 0,
+                max_bytes: usize::MAX,
+            },
+        )
+        .unwrap();
+    assert!(page.rows.is_empty());
+    assert!(!page.complete);
+}
