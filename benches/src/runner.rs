@@ -279,3 +279,92 @@ pub async fn load_phase(
         summary: total.summary(start.elapsed()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A bare HTTP/1.1 responder whose very first answer is delayed by `stall`.
+    async fn stalling_server(stall: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let first = Arc::new(AtomicBool::new(true));
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let first = first.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let n = match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            if first.swap(false, Ordering::SeqCst) {
+                                tokio::time::sleep(stall).await;
+                            }
+                            let resp = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if sock.write_all(resp).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn config(addr: String, mode: Mode) -> PhaseConfig {
+        PhaseConfig {
+            name: "t".into(),
+            addr,
+            connections: 1,
+            duration: Some(Duration::from_secs(1)),
+            ops: None,
+            mode,
+            timeout: Duration::from_secs(5),
+            progress: false,
+            seed: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn open_loop_charges_a_stall_to_every_operation_scheduled_during_it() {
+        let addr = stalling_server(Duration::from_millis(500)).await;
+        let cfg = config(addr, Mode::Open { rate: 200.0 });
+        let r = run_phase(&cfg, Arc::new(Workload::Health))
+            .await
+            .expect("run");
+        // Every slot scheduled before the deadline is sent: 200/s for 1 s.
+        assert_eq!(r.summary.ops, 200);
+        assert_eq!(r.summary.errors, 0);
+        // ~100 operations were due during the 500 ms stall; measured from their intended
+        // start, the top 10% must all show at least half the stall.
+        assert!(
+            r.summary.latency.p90_us >= 250_000,
+            "stall hidden: {:?}",
+            r.summary.latency
+        );
+    }
+
+    #[tokio::test]
+    async fn an_operation_bound_stops_the_phase_exactly() {
+        let addr = stalling_server(Duration::ZERO).await;
+        let mut cfg = config(addr, Mode::Closed);
+        cfg.duration = None;
+        cfg.ops = Some(123);
+        cfg.connections = 3;
+        let r = run_phase(&cfg, Arc::new(Workload::Health))
+            .await
+            .expect("run");
+        assert_eq!(r.summary.ops, 123);
+        assert_eq!(r.summary.kinds["health"].ops, 123);
+    }
+}
