@@ -9,6 +9,7 @@
 use crate::error::Result;
 use crate::key::{Entry, Kind, MemKey};
 use crate::merge::EntrySource;
+use std::collections::btree_map::Entry as MapEntry;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -30,28 +31,25 @@ pub(crate) struct Memtable {
 }
 
 impl Memtable {
-    pub(crate) fn insert(&mut self, key: MemKey, seq: u64, value: &[u8]) {
-        let add = key.heap_bytes() + value.len() + ENTRY_OVERHEAD;
+    pub(crate) fn insert(&mut self, key: MemKey, seq: u64, value: Vec<u8>) {
         self.max_seq = self.max_seq.max(seq);
-        match self.map.get_mut(&key) {
-            Some(old) => {
+        match self.map.entry(key) {
+            MapEntry::Occupied(mut slot) => {
+                let old = slot.get_mut();
                 if seq >= old.seq {
                     self.bytes = (self.bytes + value.len()).saturating_sub(old.value.len());
                     *old = MemValue {
                         seq,
-                        value: value.into(),
+                        value: value.into_boxed_slice(),
                     };
                 }
             }
-            None => {
-                self.bytes += add;
-                self.map.insert(
-                    key,
-                    MemValue {
-                        seq,
-                        value: value.into(),
-                    },
-                );
+            MapEntry::Vacant(slot) => {
+                self.bytes += slot.key().heap_bytes() + value.len() + ENTRY_OVERHEAD;
+                slot.insert(MemValue {
+                    seq,
+                    value: value.into_boxed_slice(),
+                });
             }
         }
     }

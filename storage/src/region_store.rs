@@ -232,8 +232,8 @@ fn check_row(row: &[u8]) -> Result<()> {
 }
 
 /// Insert the effects of one logged record into the memtable.
-fn apply_record(memtable: &mut Memtable, rec: &LogRecord) -> Result<()> {
-    for (i, c) in rec.cells.iter().enumerate() {
+fn apply_record(memtable: &mut Memtable, rec: LogRecord) -> Result<()> {
+    for (i, c) in rec.cells.into_iter().enumerate() {
         let kind = Kind::from_u8(c.kind)
             .ok_or_else(|| Error::Codec(format!("unknown entry kind {}", c.kind)))?;
         if (kind == Kind::DeleteFamily) != c.qualifier.is_none() {
@@ -242,7 +242,7 @@ fn apply_record(memtable: &mut Memtable, rec: &LogRecord) -> Result<()> {
             ));
         }
         let key = MemKey::new(&rec.row, &c.family, c.qualifier.as_deref(), c.ts, kind);
-        memtable.insert(key, rec.seq + i as u64, &c.value);
+        memtable.insert(key, rec.seq + i as u64, c.value);
     }
     Ok(())
 }
@@ -572,9 +572,9 @@ impl RegionStore {
                 continue;
             }
             let out = log::replay(&*fs, &path, strict, &mut |rec| {
-                apply_record(&mut memtable, &rec)?;
                 next_seq = next_seq.max(rec.seq + rec.cells.len() as u64);
                 clock.observe(rec.clock);
+                apply_record(&mut memtable, rec)?;
                 if memtable.bytes() > options.memtable_budget {
                     // Keep memory bounded while replaying a long log: spill to a segment. The
                     // manifest keeps pointing at this log, so a crash now replays it again
@@ -960,22 +960,21 @@ impl RegionStore {
     fn mutation_effects(
         &mut self,
         row: &[u8],
-        mutations: &[Mutation],
+        mutations: Vec<Mutation>,
         out: &mut Vec<LogCell>,
     ) -> Result<()> {
-        for m in mutations {
+        for m in &mutations {
             if let Some(f) = m.family() {
                 self.check_family(f)?;
             }
         }
-        let cell =
-            |family: &[u8], qualifier: Option<&[u8]>, ts, kind: Kind, value: &[u8]| LogCell {
-                family: family.to_vec(),
-                qualifier: qualifier.map(<[u8]>::to_vec),
-                ts,
-                kind: kind as u8,
-                value: value.to_vec(),
-            };
+        let cell = |family: Vec<u8>, qualifier: Option<Vec<u8>>, ts, kind: Kind, value| LogCell {
+            family,
+            qualifier,
+            ts,
+            kind: kind as u8,
+            value,
+        };
         for m in mutations {
             match m {
                 Mutation::Put {
@@ -984,7 +983,7 @@ impl RegionStore {
                     timestamp,
                     value,
                 } => {
-                    let ts = self.resolve_ts(*timestamp);
+                    let ts = self.resolve_ts(timestamp);
                     out.push(cell(family, Some(qualifier), ts, Kind::Put, value));
                 }
                 Mutation::DeleteVersion {
@@ -993,32 +992,48 @@ impl RegionStore {
                     timestamp,
                 } => {
                     let ts = match timestamp {
-                        Some(t) if *t != LATEST_TIMESTAMP => *t,
-                        _ => match self.latest(row, family, qualifier)? {
+                        Some(t) if t != LATEST_TIMESTAMP => t,
+                        _ => match self.latest(row, &family, &qualifier)? {
                             Some(c) => c.timestamp,
                             None => continue,
                         },
                     };
-                    out.push(cell(family, Some(qualifier), ts, Kind::DeleteVersion, &[]));
+                    out.push(cell(
+                        family,
+                        Some(qualifier),
+                        ts,
+                        Kind::DeleteVersion,
+                        Vec::new(),
+                    ));
                 }
                 Mutation::DeleteColumn {
                     family,
                     qualifier,
                     timestamp,
                 } => {
-                    let ts = self.resolve_delete_ts(*timestamp);
-                    out.push(cell(family, Some(qualifier), ts, Kind::DeleteColumn, &[]));
+                    let ts = self.resolve_delete_ts(timestamp);
+                    out.push(cell(
+                        family,
+                        Some(qualifier),
+                        ts,
+                        Kind::DeleteColumn,
+                        Vec::new(),
+                    ));
                 }
                 Mutation::DeleteFamily { family, timestamp } => {
-                    let ts = self.resolve_delete_ts(*timestamp);
-                    out.push(cell(family, None, ts, Kind::DeleteFamily, &[]));
+                    let ts = self.resolve_delete_ts(timestamp);
+                    out.push(cell(family, None, ts, Kind::DeleteFamily, Vec::new()));
                 }
                 Mutation::DeleteRow { timestamp } => {
-                    let ts = self.resolve_delete_ts(*timestamp);
-                    let names: Vec<Vec<u8>> =
-                        self.families.iter().map(|f| f.name.clone()).collect();
-                    for f in names {
-                        out.push(cell(&f, None, ts, Kind::DeleteFamily, &[]));
+                    let ts = self.resolve_delete_ts(timestamp);
+                    for f in &self.families {
+                        out.push(cell(
+                            f.name.clone(),
+                            None,
+                            ts,
+                            Kind::DeleteFamily,
+                            Vec::new(),
+                        ));
                     }
                 }
             }
@@ -1104,8 +1119,8 @@ impl RegionStore {
             cells,
         };
         self.log.add(&rec)?;
-        apply_record(&mut self.memtable, &rec)?;
         self.next_seq += rec.cells.len() as u64;
+        apply_record(&mut self.memtable, rec)?;
         Ok(())
     }
 
@@ -1114,7 +1129,7 @@ impl RegionStore {
         match op {
             WriteOp::Mutate(m) => {
                 check_row(&m.row)?;
-                self.mutation_effects(&m.row, &m.mutations, &mut cells)?;
+                self.mutation_effects(&m.row, m.mutations, &mut cells)?;
                 self.commit(m.row, cells)?;
                 Ok(WriteOutcome::Mutated)
             }
@@ -1169,7 +1184,7 @@ impl RegionStore {
                 if !matches {
                     return Ok(WriteOutcome::Checked(false));
                 }
-                self.mutation_effects(&cam.row, &cam.mutations, &mut cells)?;
+                self.mutation_effects(&cam.row, cam.mutations, &mut cells)?;
                 self.commit(cam.row, cells)?;
                 Ok(WriteOutcome::Checked(true))
             }
