@@ -75,6 +75,9 @@ pub(crate) fn cmp_entries(a: &Entry<'_>, b: &Entry<'_>) -> Ordering {
 /// without seq (the memtable keeps only the latest write of identical keys).
 #[derive(Clone, Debug)]
 pub(crate) struct MemKey {
+    /// The row's first 8 bytes, zero-padded, big-endian: when two prefixes differ they order
+    /// the rows exactly as the bytes do, so most comparisons never touch the heap.
+    row_prefix: u64,
     data: Box<[u8]>,
     row_len: u32,
     fam_len: u32,
@@ -96,7 +99,11 @@ impl MemKey {
         data.extend_from_slice(row);
         data.extend_from_slice(family);
         data.extend_from_slice(q);
+        let mut prefix = [0u8; 8];
+        let n = row.len().min(8);
+        prefix[..n].copy_from_slice(&row[..n]);
         MemKey {
+            row_prefix: u64::from_be_bytes(prefix),
             data: data.into_boxed_slice(),
             row_len: row.len() as u32,
             fam_len: family.len() as u32,
@@ -148,8 +155,9 @@ impl PartialOrd for MemKey {
 
 impl Ord for MemKey {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.row()
-            .cmp(o.row())
+        self.row_prefix
+            .cmp(&o.row_prefix)
+            .then_with(|| self.row().cmp(o.row()))
             .then_with(|| self.family().cmp(o.family()))
             .then_with(|| self.qualifier().cmp(&o.qualifier()))
             .then_with(|| o.ts.cmp(&self.ts))
@@ -220,5 +228,27 @@ mod tests {
             assert!(w[0] < w[1], "{:?} < {:?}", w[0], w[1]);
         }
         assert!(MemKey::row_start(b"a") < keys[0]);
+    }
+
+    #[test]
+    fn memkey_row_order_is_byte_order_even_with_zero_bytes_and_short_rows() {
+        let rows: [&[u8]; 9] = [
+            b"",
+            b"\0",
+            b"\0\0",
+            b"a",
+            b"ab",
+            b"ab\0",
+            b"ab\0\x01",
+            b"abcdefgh",
+            b"abcdefgh\0",
+        ];
+        for a in rows {
+            for b in rows {
+                let ka = MemKey::new(a, b"f", Some(b"q"), 1, Kind::Put);
+                let kb = MemKey::new(b, b"f", Some(b"q"), 1, Kind::Put);
+                assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
     }
 }
