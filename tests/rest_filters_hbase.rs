@@ -396,3 +396,181 @@ async fn single_column_value_filter_sees_its_column_when_the_scan_selects_others
         "{v}"
     );
 }
+
+/// Table `f` for the filters TestScannersWithFilters does not cover: two families, versions.
+async fn small_table() -> Client {
+    let c = client().await;
+    let r = c
+        .put_json(
+            "/f/schema",
+            &serde_json::json!({"name": "f", "ColumnSchema": [
+                {"name": "cf", "VERSIONS": "3"}, {"name": "x", "VERSIONS": "3"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    for (row, col, ts, v) in [
+        ("r1", "cf:a", 10, "old"),
+        ("r1", "cf:a", 20, "apple"),
+        ("r1", "cf:b", 20, "Banana"),
+        ("r1", "x:c", 20, "cherry"),
+        ("r2", "cf:a", 30, "avocado"),
+        ("r2", "x:c", 30, "coconut"),
+        ("r3", "cf:b", 40, "blueberry"),
+        ("r3", "x:d", 40, "date"),
+    ] {
+        c.put_cell("f", row, col, Some(ts), v).await;
+    }
+    c
+}
+
+async fn stateless(c: &Client, filter: &str) -> Vec<String> {
+    let enc = utf8_percent_encode(filter, NON_ALPHANUMERIC);
+    let r = c.get_json(&format!("/f/*?filter={enc}")).await;
+    assert_eq!(r.status, 200, "{filter}: {}", r.text());
+    flat(&r.json())
+}
+
+async fn scanner(c: &Client, filter: &str) -> Vec<String> {
+    let r = c
+        .put_json("/f/scanner", &serde_json::json!({ "filter": filter }))
+        .await;
+    assert_eq!(r.status, 201, "{filter}: {}", r.text());
+    let loc = r.header("location").expect("Location");
+    let path = format!("/{}", loc.splitn(4, '/').nth(3).expect("path"));
+    let r = c.get_json(&path).await;
+    match r.status {
+        200 => flat(&r.json()),
+        204 => Vec::new(),
+        s => panic!("{filter}: {s} {}", r.text()),
+    }
+}
+
+#[actix_web::test]
+async fn column_filters_over_http() {
+    let c = small_table().await;
+    assert_eq!(
+        stateless(&c, "FamilyFilter(=, 'binary:x')").await,
+        vec!["r1/x:c=cherry", "r2/x:c=coconut", "r3/x:d=date"]
+    );
+    assert_eq!(
+        stateless(&c, "ColumnPrefixFilter('b')").await,
+        vec!["r1/cf:b=Banana", "r3/cf:b=blueberry"]
+    );
+    assert_eq!(
+        stateless(&c, "MultipleColumnPrefixFilter('b', 'd')").await,
+        vec!["r1/cf:b=Banana", "r3/cf:b=blueberry", "r3/x:d=date"]
+    );
+    assert_eq!(
+        stateless(&c, "ColumnRangeFilter('b', true, 'c', false)").await,
+        vec!["r1/cf:b=Banana", "r3/cf:b=blueberry"]
+    );
+    let f = format!(
+        r#"{{"type":"ColumnRangeFilter","minColumn":"{}","minColumnInclusive":false,"maxColumn":"{}","maxColumnInclusive":true}}"#,
+        b64s("b"),
+        b64s("c")
+    );
+    assert_eq!(
+        scanner(&c, &f).await,
+        vec!["r1/x:c=cherry", "r2/x:c=coconut"]
+    );
+    assert_eq!(
+        stateless(&c, "ColumnPaginationFilter(1, 1)").await,
+        vec!["r1/cf:b=Banana", "r2/x:c=coconut", "r3/x:d=date"]
+    );
+    assert_eq!(
+        stateless(&c, "ColumnCountGetFilter(1)").await,
+        vec!["r1/cf:a=apple", "r2/cf:a=avocado", "r3/cf:b=blueberry"]
+    );
+}
+
+#[actix_web::test]
+async fn value_and_key_filters_over_http() {
+    let c = small_table().await;
+    assert_eq!(
+        stateless(&c, "ValueFilter(=, 'substring:BAN')").await,
+        vec!["r1/cf:b=Banana"]
+    );
+    assert_eq!(
+        stateless(&c, "ValueFilter(=, 'binaryprefix:co')").await,
+        vec!["r2/x:c=coconut"]
+    );
+    assert_eq!(
+        stateless(&c, "KeyOnlyFilter() AND PrefixFilter('r3')").await,
+        vec!["r3/cf:b=", "r3/x:d="]
+    );
+    let f = format!(
+        r#"{{"type":"SingleColumnValueFilter","family":"{}","qualifier":"{}","op":"EQUAL","comparator":{{"type":"BinaryComparator","value":"{}"}},"ifMissing":true,"latestVersion":true}}"#,
+        b64s("cf"),
+        b64s("a"),
+        b64s("avocado")
+    );
+    assert_eq!(
+        scanner(&c, &f).await,
+        vec!["r2/cf:a=avocado", "r2/x:c=coconut"]
+    );
+    assert_eq!(
+        stateless(
+            &c,
+            "SingleColumnValueExcludeFilter('cf', 'a', =, 'binary:avocado', true, true)"
+        )
+        .await,
+        vec!["r2/x:c=coconut"]
+    );
+    // The scanner reads every version by default, so the filter sees the older one.
+    assert_eq!(
+        scanner(&c, r#"{"type":"TimestampsFilter","timestamps":[10]}"#).await,
+        vec!["r1/cf:a=old"]
+    );
+    assert_eq!(
+        stateless(&c, "WHILE RowFilter(<, 'binary:r3')").await.len(),
+        5
+    );
+}
+
+#[actix_web::test]
+async fn multiget_and_filter_b64_take_the_filter_language() {
+    let c = small_table().await;
+    let enc = utf8_percent_encode("ValueFilter(=,'binary:coconut')", NON_ALPHANUMERIC);
+    let r = c
+        .get_json(&format!("/f/multiget?row=r1&row=r2&filter={enc}"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(flat(&r.json()), vec!["r2/x:c=coconut"]);
+    use base64::Engine as _;
+    let b = base64::engine::general_purpose::URL_SAFE.encode("PrefixFilter('r3')");
+    let r = c.get_json(&format!("/f/*?filter_b64={b}")).await;
+    assert_eq!(row_keys(&r.json()), vec!["r3"]);
+}
+
+#[actix_web::test]
+async fn bad_filters_are_400s_that_say_why() {
+    let c = small_table().await;
+    for (filter, says) in [
+        ("NoSuchFilter('a')", "unknown filter type: NoSuchFilter"),
+        ("(PrefixFilter('a')", "parenthes"),
+        ("RowFilter(=>, 'binary:a')", "invalid compare operator"),
+        ("ValueFilter(<, 'substring:a')", "= and !="),
+    ] {
+        let enc = utf8_percent_encode(filter, NON_ALPHANUMERIC);
+        let r = c.get_json(&format!("/f/*?filter={enc}")).await;
+        assert_eq!(r.status, 400, "{filter}: {}", r.text());
+        assert!(r.text().contains(says), "{filter}: {}", r.text());
+    }
+    for (filter, says) in [
+        (
+            r#"{"type":"NoSuchFilter"}"#,
+            "unknown filter type: NoSuchFilter",
+        ),
+        (r#"{"type":"PrefixFilter","value":"%%%"}"#, "bad base64"),
+        (
+            r#"{"type":"RowFilter","op":"SORT_OF","comparator":{"type":"BinaryComparator","value":""}}"#,
+            "SORT_OF",
+        ),
+    ] {
+        let r = c
+            .put_json("/f/scanner", &serde_json::json!({ "filter": filter }))
+            .await;
+        assert_eq!(r.status, 400, "{filter}: {}", r.text());
+        assert!(r.text().contains(says), "{filter}: {}", r.text());
+    }
+}
