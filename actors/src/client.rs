@@ -111,7 +111,7 @@ pub struct Kura {
 }
 
 /// Items bound for one region: the region, their positions in the request, `(bucket, item)`.
-type Group<T> = (RegionRoute, Vec<usize>, Vec<(u32, T)>);
+type Group<'a, T> = (&'a RegionRoute, Vec<usize>, Vec<(u32, T)>);
 
 struct Inner {
     config: KuraConfig,
@@ -284,8 +284,9 @@ impl Kura {
             .ok_or_else(|| ActorError::TableNotFound(table.to_string()))
     }
 
-    fn owner(route: &TableRoute, bucket: u32) -> Result<RegionRoute> {
-        route.region_for(bucket).cloned().ok_or_else(|| {
+    /// The region owning `bucket` (borrowed: cloning an actix `Addr` allocates).
+    fn owner(route: &TableRoute, bucket: u32) -> Result<&RegionRoute> {
+        route.region_for(bucket).ok_or_else(|| {
             ActorError::Internal(format!(
                 "no region owns bucket {bucket} of {}",
                 route.desc.name
@@ -355,7 +356,7 @@ impl Kura {
     ) -> Result<Vec<Option<Row>>> {
         let route = self.route(table)?;
         // Group the rows by region, remembering their positions.
-        let mut groups: Vec<Group<Vec<u8>>> = Vec::new();
+        let mut groups: Vec<Group<'_, Vec<u8>>> = Vec::new();
         for (i, row) in rows.iter().enumerate() {
             let bucket = bucket_of(row, &route.desc.salt);
             route.count_read(bucket);
@@ -431,7 +432,7 @@ impl Kura {
         let mut reroute = Reroute::new();
         while !todo.is_empty() {
             let route = self.route(table)?;
-            let mut groups: Vec<Group<WriteOp>> = Vec::new();
+            let mut groups: Vec<Group<'_, WriteOp>> = Vec::new();
             for (i, op) in todo.drain(..) {
                 let bucket = bucket_of(op.row(), &route.desc.salt);
                 route.count_write(bucket);
