@@ -51,8 +51,9 @@
 //!    (row key, a cell, or the row) is dropped, like `SkipFilter`. For a wrapped filter that holds
 //!    on a prefix of the key space (the usual `WHILE RowFilter(<, ...)`) the rows returned are
 //!    the same as HBase's; the scan just reads further.
-//! 4. `InclusiveStopFilter` and `ColumnCountGetFilter` drop rows instead of ending the scan;
-//!    the caller may stop early with [`Filter::stop_row`].
+//! 4. `InclusiveStopFilter` drops the rows past its key instead of ending the scan (the caller
+//!    may stop early with [`Filter::stop_row`]). `ColumnCountGetFilter` keeps the first `n`
+//!    columns of every row, as in a Get; in a scan HBase stops after the first row holding more.
 //! 5. `RandomRowFilter` decides per row from a hash of the key and a per-filter seed, so a row
 //!    gets the same answer from [`RowFilter::accept_key`] and [`RowFilter::accept_row`].
 //! 6. Java regex features absent from the `regex` crate (backreferences, look-around) are
@@ -62,6 +63,9 @@
 //! 8. `MultipleColumnPrefixFilter` keeps a qualifier that starts with any of its prefixes and
 //!    ignores duplicates. HBase rejects duplicates and tests only the largest prefix not above
 //!    the qualifier, so with prefixes `a` and `ab` it drops `ac`.
+//! 9. [`Filter::extra_columns`] lets a `SingleColumnValue[Exclude]Filter` (or
+//!    `DependentColumnFilter`) see its column when the read selects other columns; HBase's
+//!    filter would not see it and would let every row through (unless `filterIfMissing`).
 //!
 //! # Invariants
 //! 1. Parsing never panics, whatever the input; nesting deeper than [`MAX_DEPTH`] is an error.
