@@ -105,6 +105,7 @@ pub fn build_server(
             .app_data(token.clone())
             .app_data(web::PayloadConfig::new(max_body))
             .app_data(web::JsonConfig::default().limit(max_body))
+            .wrap(actix_web::middleware::Compress::default())
             .wrap(from_fn(require_bearer))
             .wrap(from_fn(catch_panic))
             .configure(crate::configure)

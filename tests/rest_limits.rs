@@ -4,7 +4,7 @@ mod rest_support;
 
 use actix_web::http::Method;
 use actix_web::middleware::from_fn;
-use actix_web::{test, web, App, HttpResponse, ResponseError};
+use actix_web::{test, web, App, HttpResponse};
 use kura::server::{catch_panic, require_bearer, AuthToken};
 use kura::state::{AppState, Limits};
 use rest_support::*;

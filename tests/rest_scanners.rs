@@ -9,21 +9,16 @@ use rest_support::*;
 /// Table `t` with rows r0..r{n-1}, each with cells cf:a and cf:b.
 async fn fixture(c: &Client, n: usize) {
     c.create_table("t", &["cf"], 3).await;
-    let rows: Vec<(String, Vec<(&str, Option<i64>, String)>)> = (0..n)
+    let rows: Vec<serde_json::Value> = (0..n)
         .map(|i| {
-            (
-                format!("r{i}"),
-                vec![
-                    ("cf:a", Some(1), format!("a{i}")),
-                    ("cf:b", Some(1), format!("b{i}")),
-                ],
-            )
+            let cell = |col: &str, v: String| {
+                serde_json::json!({"column": b64(col), "timestamp": 1, "$": b64(v)})
+            };
+            let k = format!("r{i}");
+            serde_json::json!({"key": b64(k), "Cell": [cell("cf:a", format!("a{i}")), cell("cf:b", format!("b{i}"))]})
         })
         .collect();
-    let body = serde_json::json!({"Row": rows.iter().map(|(k, cells)| serde_json::json!({
-        "key": b64(k),
-        "Cell": cells.iter().map(|(col, ts, v)| serde_json::json!({"column": b64(col), "timestamp": ts, "$": b64(v)})).collect::<Vec<_>>()
-    })).collect::<Vec<_>>()});
+    let body = serde_json::json!({ "Row": rows });
     assert_eq!(c.put_json("/t/fakerow", &body).await.status, 200);
 }
 

@@ -61,6 +61,18 @@ async fn versions_and_cluster_status() {
     assert!(v["regions"].as_u64().is_some_and(|n| n >= 1), "{v}");
     assert_eq!(v["LiveNodes"].as_array().map(Vec::len), Some(1));
     assert_eq!(v["DeadNodes"], serde_json::json!([]));
+    // HBase's TestStatusResource expects a start code and the meta region (our catalog).
+    assert!(
+        v["LiveNodes"][0]["startCode"]
+            .as_i64()
+            .is_some_and(|s| s > 0),
+        "{v}"
+    );
+    let regions = v["LiveNodes"][0]["Region"].as_array().expect("regions");
+    assert!(
+        regions.iter().any(|r| r["name"] == b64("hbase:meta,,1")),
+        "{v}"
+    );
     assert_eq!(c.get_json("/version/nope").await.status, 404);
 }
 

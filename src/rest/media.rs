@@ -134,7 +134,7 @@ pub fn body_repr(req: &HttpRequest, body: &[u8], offered: &[Repr]) -> ApiResult<
 /// Reads the whole body, refusing (413) one larger than `limits.max_body`.
 pub async fn read_body(
     req: &HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     limits: &Limits,
 ) -> ApiResult<web::Bytes> {
     let too_large = || {
@@ -152,6 +152,9 @@ pub async fn read_body(
         return Err(too_large());
     }
     let mut buf = web::BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+    // `Content-Encoding: gzip` (HBase's GzipFilter) is inflated here; the limit applies to the
+    // inflated bytes, so a compression bomb stops at `max_body`.
+    let mut payload = actix_web::dev::Decompress::from_headers(payload.into_inner(), req.headers());
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| ApiError::bad(format!("cannot read the body: {e}")))?;
         if buf.len() + chunk.len() > limits.max_body {

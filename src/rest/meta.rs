@@ -17,6 +17,22 @@ use std::fmt::Write as _;
 
 /// The HBase REST protocol version we speak.
 pub const REST_VERSION: &str = "0.0.3";
+/// The name under which the catalog of tables is listed as a region (HBase's meta region).
+const META_REGION_NAME: &str = "hbase:meta,,1";
+
+/// When this process first served the REST API, ms since the epoch (`startCode`).
+static STARTED_MS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(1)
+});
+
+/// Records the start time (called when the routes are registered).
+pub fn mark_started() {
+    std::sync::LazyLock::force(&STARTED_MS);
+}
+
 /// The HBase version we report to clients (`/version/cluster`).
 pub const CLUSTER_VERSION: &str = "2.6.0";
 
@@ -128,20 +144,27 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
         }
     }
     let requests: u64 = regions.iter().map(|r| r.stats.reads + r.stats.writes).sum();
+    let start_code = *STARTED_MS;
+    // The catalog of tables is Kura's `hbase:meta`: HBase clients expect to find it listed.
+    let meta_name = META_REGION_NAME.to_string();
     let region_name =
         |r: &kura_actors::RegionInfo| format!("{},{},{}", r.table, r.bucket_start, r.id);
+    let region_count = regions.len() + 1;
     let body = match repr {
         Repr::Json => serde_json::json!({
-            "regions": regions.len(),
+            "regions": region_count,
             "requests": requests,
-            "averageLoad": regions.len() as f64,
+            "averageLoad": region_count as f64,
             "LiveNodes": [{
                 "name": node,
-                "startCode": 0,
+                "startCode": start_code,
                 "requests": requests,
                 "heapSizeMB": 0,
                 "maxHeapSizeMB": 0,
-                "Region": regions.iter().map(|r| serde_json::json!({
+                "Region": std::iter::once(serde_json::json!({
+                    "name": super::media::b64_encode(meta_name.as_bytes()),
+                    "stores": 1,
+                })).chain(regions.iter().map(|r| serde_json::json!({
                     "name": super::media::b64_encode(region_name(r).as_bytes()),
                     "stores": 1,
                     "storefiles": r.stats.segments,
@@ -149,7 +172,7 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
                     "memstoreSizeMB": r.stats.memtable_bytes >> 20,
                     "readRequestsCount": r.stats.reads,
                     "writeRequestsCount": r.stats.writes,
-                })).collect::<Vec<_>>(),
+                }))).collect::<Vec<_>>(),
             }],
             "DeadNodes": [],
         })
@@ -158,11 +181,13 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
             let mut s = format!(
                 "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\
                  <ClusterStatus regions=\"{}\" requests=\"{requests}\" averageLoad=\"{}\">\
-                 <LiveNodes><Node name=\"{}\" startCode=\"0\" requests=\"{requests}\" \
-                 heapSizeMB=\"0\" maxHeapSizeMB=\"0\">",
-                regions.len(),
-                regions.len(),
-                xml_escape(&node)
+                 <LiveNodes><Node name=\"{}\" startCode=\"{start_code}\" \
+                 requests=\"{requests}\" heapSizeMB=\"0\" maxHeapSizeMB=\"0\">\
+                 <Region name=\"{}\" stores=\"1\"/>",
+                region_count,
+                region_count,
+                xml_escape(&node),
+                super::media::b64_encode(meta_name.as_bytes()),
             );
             for r in &regions {
                 let _ = write!(
@@ -180,9 +205,9 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
         }
         _ => {
             let mut s = format!(
-                "1 live servers, 0 dead servers, {}.0000 average load\n\n1 live servers\n    {node}\n        requests={requests}, regions={}\n",
-                regions.len(),
-                regions.len()
+                "1 live servers, 0 dead servers, {region_count}.0000 average load\n\n\
+                 1 live servers\n    {node} {start_code}\n        requests={requests}, \
+                 regions={region_count}\n        {meta_name}\n"
             );
             for r in &regions {
                 let _ = writeln!(s, "        {}", region_name(r));

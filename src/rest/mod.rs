@@ -40,6 +40,7 @@ use kura_storage::model::ColumnSpec;
 /// Registers the REST API: one catch-all resource, dispatched on the raw path, after every
 /// fixed prefix other modules registered.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    meta::mark_started();
     cfg.service(web::resource("/{tail:.*}").to(dispatch));
 }
 
