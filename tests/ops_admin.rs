@@ -215,6 +215,43 @@ async fn split_at_a_bucket_adds_exactly_one_region() {
 }
 
 #[actix_web::test]
+async fn split_by_size_cuts_next_to_the_bucket_that_took_the_writes() {
+    let (kura, _dir) = ops_support::start_kura().await;
+    ops_support::create_table(&kura, "hot", 16, 1).await;
+    for i in 0..200 {
+        ops_support::put(&kura, "hot", "the-hot-row", &format!("v{i}")).await;
+    }
+    let hot = kura.bucket_of("hot", b"the-hot-row").expect("bucket");
+    let app = ops_app!(kura);
+    let id = kura.regions("hot").await.expect("regions")[0].id;
+    let (status, v) = call!(
+        app,
+        post,
+        format!("/admin/tables/hot/regions/{id}/split?by=size")
+    );
+    assert_eq!(status, 200, "{v}");
+    let at = v["at_bucket"]
+        .as_u64()
+        .expect("the split point is reported") as u32;
+    let expected = if hot == 0 { [1, 1] } else { [hot, hot + 1] };
+    assert!(expected.contains(&at), "cut at {at}, hot bucket {hot}");
+    assert_eq!(v["regions"].as_array().expect("regions").len(), 2);
+
+    let (status, v) = call!(
+        app,
+        post,
+        format!("/admin/tables/hot/regions/{id}/split?by=weight")
+    );
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = call!(
+        app,
+        post,
+        format!("/admin/tables/hot/regions/{id}/split?by=load&bucket=3")
+    );
+    assert_eq!(status, 400, "{v}");
+}
+
+#[actix_web::test]
 async fn unknown_tables_and_regions_are_json_404s() {
     let (kura, _dir) = ops_support::start_kura().await;
     ops_support::create_table(&kura, "t", 16, 1).await;

@@ -309,11 +309,71 @@ pub async fn compact(
 /// Query of `POST /admin/tables/{t}/regions/{id}/split`.
 #[derive(Debug, Deserialize)]
 pub struct SplitQuery {
-    /// First bucket of the new upper region; default: the store picks (by size).
+    /// First bucket of the new upper region.
     pub bucket: Option<String>,
+    /// Without `bucket`: `middle` (default, the store's choice), `size` (halve the writes the
+    /// region's buckets received: cells written, a proxy for data size) or `load` (halve reads
+    /// plus writes).
+    pub by: Option<String>,
 }
 
-/// `POST /admin/tables/{t}/regions/{id}/split[?bucket=N]`.
+/// How a split point is chosen when no bucket is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitBy {
+    Middle,
+    Size,
+    Load,
+}
+
+impl SplitBy {
+    fn parse(v: Option<&str>) -> Result<SplitBy> {
+        match v {
+            None | Some("") | Some("middle") => Ok(SplitBy::Middle),
+            Some("size") => Ok(SplitBy::Size),
+            Some("load") => Ok(SplitBy::Load),
+            Some(other) => Err(AdminError::bad_request(format!(
+                "by must be middle, size or load, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The bucket in `(start, end)` that best halves `weights[start..end]`: the first bucket `b`
+/// such that the buckets before it carry at least half the weight. `None` when the range
+/// carries no weight (then the middle is as good as any) or is a single bucket.
+pub fn balanced_split(weights: &[u64], start: u32, end: u32) -> Option<u32> {
+    let lo = usize::try_from(start).ok()?;
+    let hi = usize::try_from(end).ok()?.min(weights.len());
+    if hi <= lo + 1 {
+        return None;
+    }
+    let range = &weights[lo..hi];
+    let total: u128 = range.iter().map(|&w| u128::from(w)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut below: u128 = 0;
+    for (i, &w) in range.iter().enumerate() {
+        // Splitting before bucket lo+i leaves `below` under it; stop once that reaches half,
+        // picking whichever of "before" or "after" this bucket is closer to half.
+        let after = below + u128::from(w);
+        if after * 2 >= total {
+            let before_gap = total.abs_diff(below * 2);
+            let after_gap = total.abs_diff(after * 2);
+            let cut = if i > 0 && before_gap <= after_gap {
+                i
+            } else {
+                i + 1
+            };
+            let cut = cut.clamp(1, range.len() - 1);
+            return u32::try_from(lo + cut).ok();
+        }
+        below = after;
+    }
+    None
+}
+
+/// `POST /admin/tables/{t}/regions/{id}/split[?bucket=N | ?by=middle|size|load]`.
 pub async fn split(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -329,6 +389,12 @@ pub async fn split(
             AdminError::bad_request(format!("bucket must be a non-negative number, not {b:?}"))
         })?),
     };
+    let by = SplitBy::parse(query.by.as_deref())?;
+    if bucket.is_some() && by != SplitBy::Middle {
+        return Err(AdminError::bad_request(
+            "give either bucket or by, not both",
+        ));
+    }
     descriptor(&state, &table)?;
     let regions = regions_of(&state, &table).await?;
     let Some(info) = regions.iter().find(|r| r.id == region) else {
@@ -352,6 +418,24 @@ pub async fn split(
             )));
         }
     }
+    let bucket = match (bucket, by) {
+        (Some(b), _) => Some(b),
+        (None, SplitBy::Middle) => None,
+        (None, by) => {
+            let activity = state.kura.bucket_activity(&table).unwrap_or_default();
+            let weights: Vec<u64> = activity
+                .iter()
+                .map(|&(r, w)| {
+                    if by == SplitBy::Load {
+                        r.saturating_add(w)
+                    } else {
+                        w
+                    }
+                })
+                .collect();
+            balanced_split(&weights, info.bucket_start, info.bucket_end)
+        }
+    };
     let r = state.kura.split_region(&table, region, bucket).await;
     count_admin(&ADMIN.split, r.is_ok());
     let (low, high) = r?;
@@ -359,6 +443,7 @@ pub async fn split(
     Ok(HttpResponse::Ok().json(json!({
         "table": table,
         "split": region,
+        "at_bucket": regions.iter().find(|r| r.id == high).map(|r| r.bucket_start),
         "into": [low, high],
         "regions": regions.iter().map(RegionView::from).collect::<Vec<_>>(),
     })))
@@ -391,7 +476,7 @@ pub async fn not_found() -> HttpResponse {
         "no such admin endpoint; see docs/ADMIN.md: GET /admin/tables, GET /admin/tables/{t}, \
          GET /admin/tables/{t}/regions, GET /admin/tables/{t}/heatmap, \
          POST /admin/tables/{t}/flush, POST /admin/tables/{t}/compact?major=, \
-         POST /admin/tables/{t}/regions/{id}/split?bucket=",
+         POST /admin/tables/{t}/regions/{id}/split?bucket=|by=middle|size|load",
     )
     .error_response()
 }
@@ -419,4 +504,45 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .default_service(web::to(not_found)),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balanced_split;
+
+    #[test]
+    fn balanced_split_halves_the_weight_of_the_range() {
+        // All weight in bucket 6 of [4, 12): either side of it is as balanced as the other.
+        let mut w = vec![0u64; 16];
+        w[6] = 100;
+        let b = balanced_split(&w, 4, 12).expect("a split point");
+        assert!(b == 6 || b == 7, "{b}");
+        // Even weight: the middle.
+        let w = vec![5u64; 16];
+        assert_eq!(balanced_split(&w, 0, 16), Some(8));
+        // Skewed: most weight low, so the cut is low.
+        let mut w = vec![1u64; 16];
+        w[1] = 100;
+        assert_eq!(balanced_split(&w, 0, 16), Some(2));
+    }
+
+    #[test]
+    fn balanced_split_stays_strictly_inside_the_range() {
+        let mut w = vec![0u64; 8];
+        w[0] = 1000;
+        assert_eq!(balanced_split(&w, 0, 8), Some(1));
+        let mut w = vec![0u64; 8];
+        w[7] = 1000;
+        assert_eq!(balanced_split(&w, 0, 8), Some(7));
+        assert_eq!(
+            balanced_split(&[0; 8], 0, 8),
+            None,
+            "no weight: let the store choose"
+        );
+        assert_eq!(
+            balanced_split(&[9; 8], 3, 4),
+            None,
+            "one bucket cannot split"
+        );
+    }
 }

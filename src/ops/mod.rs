@@ -14,8 +14,9 @@
 //!   - `POST /admin/tables/{t}/flush`: flush every region's memtable to a segment;
 //!   - `POST /admin/tables/{t}/compact?major=true|false`: compact every region (major drops
 //!     masked, expired and excess versions);
-//!   - `POST /admin/tables/{t}/regions/{id}/split[?bucket=N]`: split a region at bucket `N`
-//!     (the first bucket of the upper half), or where the store chooses;
+//!   - `POST /admin/tables/{t}/regions/{id}/split[?bucket=N | ?by=middle|size|load]`: split a
+//!     region at bucket `N` (the first bucket of the upper half), in the middle, or where the
+//!     writes (size) or reads and writes (load) its buckets received halve;
 //!   - `GET  /admin/tables/{t}/heatmap`: reads and writes per salt bucket per 5 s interval over
 //!     the last 10 minutes (a time × bucket matrix).
 //!

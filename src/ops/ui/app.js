@@ -463,8 +463,12 @@
       const input = el("input", { type: "number", min: r.bucket_start + 1, max: r.bucket_end - 1, placeholder: "auto",
         title: "first bucket of the new upper region", "aria-label": "split bucket for region " + r.id });
       const canSplit = r.bucket_end - r.bucket_start >= 2;
+      const mode = el("select", { "aria-label": "how to choose the split point of region " + r.id,
+        title: "Without a bucket: split in the middle, where the writes (size) or the reads and writes (load) halve" },
+        el("option", { value: "middle", text: "middle" }), el("option", { value: "size", text: "by size" }),
+        el("option", { value: "load", text: "by load" }));
       const btn = el("button", { class: "btn small", "data-split": r.id, text: "Split", disabled: canSplit ? null : "disabled",
-        onclick: () => splitRegion(r.id, input.value, btn) });
+        onclick: () => splitRegion(r.id, input.value, mode.value, btn) });
       body.append(el("tr", { "data-region": r.id },
         el("td", null, el("code", { text: "#" + r.id }), r.poisoned ? el("span", { class: "ver", text: "unavailable" }) : null),
         el("td", null, el("span", { text: "[" + r.bucket_start + ", " + r.bucket_end + ")" }), bar),
@@ -478,7 +482,7 @@
         el("td", { class: "num", text: r.group_commit_avg ? r.group_commit_avg.toFixed(1) : "–" }),
         el("td", { class: "num", text: fmtInt(r.flushes) }),
         el("td", { class: "num", text: fmtInt(r.compactions) }),
-        el("td", { class: "split-cell" }, canSplit ? input : null, btn)));
+        el("td", { class: "split-cell" }, canSplit ? input : null, canSplit ? mode : null, btn)));
     }
   }
 
@@ -556,12 +560,14 @@
     }
   }
 
-  async function splitRegion(id, bucket, btn) {
+  async function splitRegion(id, bucket, by, btn) {
     let url = "/admin/tables/" + encodeURIComponent(state.table) + "/regions/" + id + "/split";
     if (bucket !== "" && bucket != null) url += "?bucket=" + encodeURIComponent(bucket);
+    else if (by && by !== "middle") url += "?by=" + encodeURIComponent(by);
     const r = await adminAction(btn, "Split of region #" + id, url);
     if (r) {
-      toast("Region #" + id + " is now regions #" + r.into[0] + " and #" + r.into[1], "ok");
+      toast("Region #" + id + " is now regions #" + r.into[0] + " and #" + r.into[1] +
+        (r.at_bucket != null ? " (split at bucket " + r.at_bucket + ")" : ""), "ok");
       await loadTables();
     }
   }
