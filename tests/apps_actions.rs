@@ -134,6 +134,18 @@ async fn stamp_defaults_to_now_and_other_users_are_separate() {
     );
     assert_eq!(status, 201);
     assert!(a["stamp"].as_u64().unwrap_or(0) >= before);
+    for i in 0..5 {
+        call!(
+            &app,
+            post("/apps/actions/users/8", json!({"name": format!("n{i}")}))
+        );
+    }
+    let (_, page) = call!(&app, get("/apps/actions/users/8"));
+    assert_eq!(
+        ids(&page),
+        vec![6, 5, 4, 3, 2, 1],
+        "server stamps are unique: newest first"
+    );
     let (_, none) = call!(&app, get("/apps/actions/users/9"));
     assert_eq!(ids(&none), Vec::<u64>::new());
     assert!(none["next"].is_null());

@@ -99,7 +99,9 @@ async fn create(
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
     let new: NewAction = request::read_json(body, state.limits.max_body).await?;
-    let stamp = new.stamp.unwrap_or_else(|| clock::wall_ms().max(0) as u64);
+    let stamp = new
+        .stamp
+        .unwrap_or_else(|| clock::tick_unique().max(0) as u64);
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
     let action = request::run_detached(async move {

@@ -203,7 +203,7 @@ async fn create(
             .and_then(|c| <[u8; 8]>::try_from(c.value.as_slice()).ok())
             .map(i64::from_be_bytes)
             .ok_or_else(|| AppError::Internal("article id sequence returned no counter".into()))?;
-        let ts = clock::tick();
+        let ts = clock::tick_unique();
         let article = Article {
             article_id: u64::try_from(id)
                 .map_err(|_| AppError::Internal(format!("article id sequence is at {id}")))?,

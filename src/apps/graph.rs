@@ -394,7 +394,7 @@ async fn create_node(state: web::Data<AppState>, body: web::Payload) -> AppResul
     super::ensure_table(&kura, TABLE).await?;
     let node = run_detached(async move {
         let props = new.properties.unwrap_or_default();
-        let ts = clock::tick();
+        let ts = clock::tick_unique();
         let cam = CheckAndMutate {
             row: node_key(&new.id),
             family: FAMILY.into(),
@@ -624,7 +624,7 @@ async fn create_relationship(
         }
         let props = new.properties.unwrap_or_default();
         let value = encode_props(&props);
-        let ts = clock::tick();
+        let ts = clock::tick_unique();
         let cam = CheckAndMutate {
             row: rel_key(&new.start, &new.rel_type, &new.end),
             family: FAMILY.into(),
