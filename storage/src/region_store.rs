@@ -376,6 +376,23 @@ fn row_bytes(row: &Row) -> usize {
             .sum::<usize>()
 }
 
+/// Segment ids held by an outstanding compaction; released when dropped (installed or not), so
+/// a failed or abandoned task never pins its inputs.
+#[derive(Debug)]
+struct Reservation {
+    set: Arc<parking_lot::Mutex<BTreeSet<u64>>>,
+    ids: Vec<u64>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut set = self.set.lock();
+        for id in &self.ids {
+            set.remove(id);
+        }
+    }
+}
+
 /// A compaction prepared by [`RegionStore::compaction_task`], runnable on another thread.
 pub struct CompactionTask {
     fs: Arc<dyn FileSystem>,
@@ -387,6 +404,7 @@ pub struct CompactionTask {
     rules: Rules,
     now_ms: i64,
     owns_row: Option<RowPredicate>,
+    reservation: Reservation,
 }
 
 impl std::fmt::Debug for CompactionTask {
@@ -407,6 +425,7 @@ impl std::fmt::Debug for CompactionTask {
 pub struct CompactionOutput {
     inputs: Vec<u64>,
     output: Option<Segment>,
+    _reservation: Reservation,
     /// Entries read from the inputs' footers.
     pub entries_in: u64,
     /// Entries written to the new segment.
@@ -461,6 +480,7 @@ impl CompactionTask {
         Ok(CompactionOutput {
             inputs: self.inputs.iter().map(|s| s.id).collect(),
             output,
+            _reservation: self.reservation,
             entries_in,
             entries_out,
         })
@@ -489,6 +509,8 @@ pub struct RegionStore {
     unsynced_writes: u64,
     stats: RegionStats,
     reads: AtomicU64,
+    /// Segments held by outstanding compaction tasks (the tiered compaction leaves them alone).
+    reserved: Arc<parking_lot::Mutex<BTreeSet<u64>>>,
 }
 
 impl std::fmt::Debug for RegionStore {
@@ -674,6 +696,7 @@ impl RegionStore {
             unsynced_writes: 0,
             stats: RegionStats::default(),
             reads: AtomicU64::new(0),
+            reserved: Arc::default(),
         };
         if fresh || store.families != stored || log_number < m.log_number {
             store.write_manifest(&store.segments, store.log.number)?;
@@ -1362,20 +1385,37 @@ impl RegionStore {
 
     /// Prepare a compaction that can run on another thread ([`CompactionTask::run`]); its
     /// result is installed with [`RegionStore::install_compaction`]. `None` if there is
-    /// nothing to do (no segment, or fewer than two for a minor compaction). A major task drops
-    /// delete markers only if the memtable is empty now (flush first).
+    /// nothing to do (no segment, or fewer than two for a minor compaction). The task holds its
+    /// input segments until its output is installed or dropped: other compactions leave them
+    /// alone meanwhile. A major task drops delete markers only if it covers every segment and
+    /// the memtable is empty now (flush first).
     pub fn compaction_task(&self, major: bool) -> Option<CompactionTask> {
-        if self.poisoned.is_some()
-            || self.segments.is_empty()
-            || (!major && self.segments.len() < 2)
-        {
+        let inputs = self.unreserved();
+        if self.poisoned.is_some() || inputs.is_empty() || (!major && inputs.len() < 2) {
             return None;
         }
-        Some(self.task_for(self.segments.clone(), major))
+        Some(self.task_for(inputs, major))
+    }
+
+    /// Segments no outstanding compaction holds.
+    fn unreserved(&self) -> Vec<Arc<Segment>> {
+        let reserved = self.reserved.lock();
+        self.segments
+            .iter()
+            .filter(|s| !reserved.contains(&s.id))
+            .cloned()
+            .collect()
     }
 
     fn task_for(&self, inputs: Vec<Arc<Segment>>, major: bool) -> CompactionTask {
+        let ids: Vec<u64> = inputs.iter().map(|s| s.id).collect();
+        self.reserved.lock().extend(ids.iter().copied());
+        let reservation = Reservation {
+            set: self.reserved.clone(),
+            ids,
+        };
         CompactionTask {
+            reservation,
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             id: self.alloc_file(),
@@ -1391,10 +1431,10 @@ impl RegionStore {
     /// Size-tiered choice of segments to merge: the four smallest when they are of a similar
     /// size, or the eight smallest when there are too many segments.
     fn tiered_inputs(&self) -> Option<Vec<Arc<Segment>>> {
-        if self.segments.len() < TIER_WIDTH {
+        let mut by_size = self.unreserved();
+        if by_size.len() < TIER_WIDTH {
             return None;
         }
-        let mut by_size = self.segments.clone();
         by_size.sort_by_key(|s| s.info.file_bytes);
         if by_size.len() > MAX_SEGMENTS {
             by_size.truncate(2 * TIER_WIDTH);

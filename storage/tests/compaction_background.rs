@@ -1,0 +1,94 @@
+//! Compactions prepared on the store, run on another thread and installed later.
+mod common;
+use common::*;
+use kura_storage::*;
+use std::sync::Arc;
+
+fn setup(segments: usize) -> (tempfile::TempDir, RegionStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    for i in 0..segments {
+        mutate(
+            &mut s,
+            &format!("r{i}"),
+            vec![
+                put("cf", "q", Some(1), "old"),
+                put("cf", "q", Some(2), "new"),
+            ],
+        );
+        s.flush().unwrap();
+    }
+    (dir, s)
+}
+
+#[test]
+fn task_runs_on_another_thread_while_writes_continue() {
+    let (_dir, mut s) = setup(3);
+    let task = s.compaction_task(false).expect("three segments to merge");
+    let worker = std::thread::spawn(move || task.run());
+    mutate(&mut s, "during", vec![put("one", "q", Some(1), "x")]);
+    s.flush().unwrap();
+    let out = worker.join().unwrap().unwrap();
+    assert_eq!(out.entries_in, 6);
+    s.install_compaction(out).unwrap();
+    assert_eq!(
+        s.stats().segments,
+        2,
+        "the merged segment and the one flushed meanwhile"
+    );
+    assert_eq!(
+        cells(&s, "r1", &read(3)),
+        vec![c("cf:q", 2, "new"), c("cf:q", 1, "old")]
+    );
+    assert_eq!(cells(&s, "during", &read(1)), vec![c("one:q", 1, "x")]);
+}
+
+#[test]
+fn an_outstanding_task_holds_its_inputs_until_installed_or_dropped() {
+    let (_dir, mut s) = setup(2);
+    let held = s.compaction_task(false).unwrap().run().unwrap();
+    assert!(s.compaction_task(false).is_none(), "its inputs are held");
+    s.compact(false).unwrap(); // nothing to do, must not disturb the held inputs
+    s.install_compaction(held).unwrap();
+    assert_eq!(s.stats().segments, 1);
+    assert_eq!(cells(&s, "r0", &read(3)).len(), 2);
+    mutate(&mut s, "x", vec![put("one", "q", Some(1), "v")]);
+    s.flush().unwrap();
+    let abandoned = s.compaction_task(false).unwrap();
+    drop(abandoned);
+    assert!(
+        s.compaction_task(false).is_some(),
+        "a dropped task releases its inputs"
+    );
+}
+
+#[test]
+fn rows_the_store_no_longer_owns_are_invisible_and_dropped_by_compaction() {
+    let (dir, mut s) = setup(3);
+    s.set_owns_row(Some(Arc::new(|r: &[u8]| r < b"r1".as_slice())));
+    assert!(s.get(b"r2", &read(1)).unwrap().is_none());
+    let page = s.scan(&ScanSpec::all(), ScanLimits::default()).unwrap();
+    assert_eq!(page.rows.len(), 1);
+    s.compact(true).unwrap();
+    s.set_owns_row(None);
+    assert!(
+        s.get(b"r2", &read(1)).unwrap().is_none(),
+        "dropped for good"
+    );
+    assert_eq!(cells(&s, "r0", &read(1)), vec![c("cf:q", 2, "new")]);
+    drop(s);
+    let s = open(dir.path());
+    assert!(s.get(b"r2", &read(1)).unwrap().is_none());
+}
+
+#[test]
+fn many_flushes_are_merged_by_the_tiered_compaction() {
+    let (_dir, s) = setup(20);
+    assert!(s.stats().segments < 8, "{} segments", s.stats().segments);
+    for i in 0..20 {
+        assert_eq!(
+            cells(&s, &format!("r{i}"), &read(1)),
+            vec![c("cf:q", 2, "new")]
+        );
+    }
+}
