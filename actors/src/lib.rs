@@ -71,3 +71,38 @@ pub use client::{AlterMode, Kura, KuraConfig, RegionInfo, ScanRequest};
 pub use error::{ActorError, Result};
 pub use kura_storage as storage;
 pub use kura_storage::model::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: T) {}
+
+    /// The handle is shared across actix-web workers (threads) and its futures may be spawned
+    /// on multi-threaded runtimes.
+    #[allow(dead_code)]
+    fn handle_and_futures_are_thread_safe(kura: &Kura) {
+        send_sync(kura);
+        send(kura.get("t", b"r", &ReadSpec::default()));
+        send(kura.mutate(
+            "t",
+            RowMutation {
+                row: vec![],
+                mutations: vec![],
+            },
+        ));
+        send(kura.scan(
+            "t",
+            ScanRequest {
+                spec: ScanSpec::all(),
+                limit: None,
+                page: ScanLimits::default(),
+            },
+        ));
+        send(kura.multi_get("t", vec![], &ReadSpec::default()));
+        send(kura.create_table(TableDescriptor::new("t", vec![])));
+        send(kura.split_region("t", 1, None));
+        send(kura.regions("t"));
+    }
+}

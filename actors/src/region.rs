@@ -158,6 +158,17 @@ impl RegionActor {
                         "region log was damaged at the tail"
                     );
                 }
+                // A region narrowed by a split before the last restart may still hold the
+                // moved rows in its segments: drop them before its size can ask for a split.
+                let narrowed = self.range.0 > 0 || self.range.1 < self.salt.buckets;
+                let over = self
+                    .settings
+                    .split_threshold
+                    .is_some_and(|t| store.approximate_size() > t);
+                if narrowed && over {
+                    self.split_requested = true;
+                    self.split_cleanup_due = true;
+                }
                 self.store = Some(store);
             }
             Err(e) => self.fail(format!("opening the store: {e}")),
@@ -337,6 +348,9 @@ impl Actor for RegionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.split_cleanup_due {
+            self.start_compaction(true, None, ctx);
+        }
         if let Durability::Interval(every) = self.settings.durability {
             let period = (every / 2).max(Duration::from_millis(1));
             ctx.run_interval(period, |act, _| {
