@@ -372,3 +372,56 @@ async fn heatmap_is_a_time_by_bucket_matrix_that_shows_activity() {
     );
     assert!(v["max_writes"].as_u64().expect("max") >= 1);
 }
+
+#[actix_web::test]
+async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_interval() {
+    let (kura, _dir) = ops_support::start_kura().await;
+    ops_support::create_table(&kura, "hm", 8, 1).await;
+    let app = ops_app!(kura);
+    // The first request starts the sampler and takes the baseline.
+    let (status, v) = call!(app, get, "/admin/tables/hm/heatmap");
+    assert_eq!(status, 200);
+    let columns0 = v["times"].as_array().expect("times").len();
+    let sampler = kura::ops::heatmap::sampler(&kura);
+
+    for i in 0..10 {
+        ops_support::put(&kura, "hm", &format!("a{i}"), "x").await;
+    }
+    sampler.sample(&kura); // what the 5-second tick does
+    for i in 0..3 {
+        ops_support::put(&kura, "hm", &format!("b{i}"), "x").await;
+    }
+    let (_, v) = call!(app, get, "/admin/tables/hm/heatmap");
+    let writes = v["writes"].as_array().expect("writes");
+    assert_eq!(
+        writes.len(),
+        columns0 + 1,
+        "one sampled column plus the partial one"
+    );
+    let col_sum = |c: &Value| -> u64 {
+        c.as_array()
+            .expect("column")
+            .iter()
+            .map(|x| x.as_u64().expect("count"))
+            .sum()
+    };
+    assert_eq!(
+        col_sum(&writes[writes.len() - 2]),
+        10,
+        "the sampled interval holds its writes"
+    );
+    assert_eq!(
+        col_sum(&writes[writes.len() - 1]),
+        3,
+        "the partial interval holds the rest"
+    );
+    assert_eq!(v["partial_last"], true);
+    let times = v["times"].as_array().expect("times");
+    let starts = v["starts"].as_array().expect("starts");
+    for (t, s) in times.iter().zip(starts) {
+        assert!(
+            s.as_i64() <= t.as_i64(),
+            "each interval starts before it ends"
+        );
+    }
+}
