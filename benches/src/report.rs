@@ -310,10 +310,14 @@ pub fn timeline_chart(r: &RunResult, path: &Path) -> Result<()> {
             .map_err(chart_err)?;
         for (i, p) in phases.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
+            // The last bucket usually covers a fraction of a second: leave it out rather
+            // than draw a fake drop.
+            let whole = p.summary.elapsed_s.floor().max(1.0) as u64;
             let pts: Vec<(f64, f64)> = p
                 .summary
                 .timeline
                 .iter()
+                .filter(|t| t.second < whole)
                 .map(|t| {
                     let y = if is_tput {
                         t.ops as f64
