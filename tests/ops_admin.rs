@@ -393,10 +393,11 @@ async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_inte
     }
     let (_, v) = call!(app, get, "/admin/tables/hm/heatmap");
     let writes = v["writes"].as_array().expect("writes");
-    assert_eq!(
-        writes.len(),
-        columns0 + 1,
-        "one sampled column plus the partial one"
+    // A background tick may also have fired on a slow machine: then there are more sampled
+    // columns, but writes are still never attributed to an interval before they happened.
+    assert!(
+        writes.len() > columns0,
+        "at least one sampled column plus the partial one"
     );
     let col_sum = |c: &Value| -> u64 {
         c.as_array()
@@ -405,15 +406,20 @@ async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_inte
             .map(|x| x.as_u64().expect("count"))
             .sum()
     };
-    assert_eq!(
-        col_sum(&writes[writes.len() - 2]),
-        10,
-        "the sampled interval holds its writes"
+    let (partial, sampled) = writes.split_last().expect("columns");
+    let sampled: u64 = sampled.iter().map(col_sum).sum();
+    assert!(
+        sampled >= 10,
+        "the sampled intervals hold the writes made before the sample"
+    );
+    assert!(
+        col_sum(partial) <= 3,
+        "the partial interval holds only later writes"
     );
     assert_eq!(
-        col_sum(&writes[writes.len() - 1]),
-        3,
-        "the partial interval holds the rest"
+        sampled + col_sum(partial),
+        13,
+        "every write is counted once"
     );
     assert_eq!(v["partial_last"], true);
     let times = v["times"].as_array().expect("times");
