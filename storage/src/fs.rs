@@ -176,6 +176,9 @@ impl FileSystem for StdFs {
 pub enum FaultOp {
     /// `WritableFile::write_all` (the write is not applied at all).
     Write,
+    /// `WritableFile::write_all` applies the first half of the bytes, then fails (as a real
+    /// `write` can, on a full disk). Counted separately from `Write`.
+    PartialWrite,
     /// `WritableFile::sync` and `FileSystem::truncate` (nothing becomes durable).
     Sync,
     /// `FileSystem::rename`.
@@ -344,12 +347,21 @@ impl WritableFile for SimFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut st = self.state.lock();
         st.check(FaultOp::Write)?;
+        let partial = st.check(FaultOp::PartialWrite);
         st.write_counter += 1;
         let counter = st.write_counter;
         let inode = &mut st.inodes[self.inode];
-        inode.data.extend_from_slice(buf);
         inode.last_write = counter;
-        Ok(())
+        match partial {
+            Ok(()) => {
+                inode.data.extend_from_slice(buf);
+                Ok(())
+            }
+            Err(e) => {
+                inode.data.extend_from_slice(&buf[..buf.len() / 2]);
+                Err(e)
+            }
+        }
     }
 
     fn sync(&mut self) -> io::Result<()> {

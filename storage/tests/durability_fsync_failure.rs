@@ -65,6 +65,7 @@ fn failed_log_write_poisons_without_acknowledging() {
 fn every_injected_fault_in_a_short_workload_never_loses_an_acknowledged_write() {
     for op in [
         FaultOp::Write,
+        FaultOp::PartialWrite,
         FaultOp::Sync,
         FaultOp::Rename,
         FaultOp::Create,
