@@ -337,20 +337,9 @@ async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
         for (i, regions) in args.sweep_regions.iter().enumerate() {
             let mut a = args.clone();
             a.regions = Some(*regions);
-            // One baseline per server is enough; later points reuse it.
-            a.no_baseline = i > 0;
-            let mut r = run_once(&a, &addr, a.params(nonce + i as u64), seed).await?;
-            if i > 0 {
-                if let Some(prev) = runs.last().and_then(|x: &RunResult| x.baseline.clone()) {
-                    r.ratios = r
-                        .phases
-                        .iter()
-                        .filter(|p| p.name != "load")
-                        .map(|p| Ratio::of(p, &prev))
-                        .collect();
-                    r.baseline = Some(prev);
-                }
-            }
+            // A baseline per point: on a shared machine the HTTP ceiling drifts, and a ratio
+            // is only honest against a ceiling measured under the same conditions.
+            let r = run_once(&a, &addr, a.params(nonce + i as u64), seed).await?;
             let run = r.phases.iter().find(|p| p.name == "run");
             let (tput, p50, p99, errs) = run
                 .map(|p| {
