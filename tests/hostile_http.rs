@@ -362,7 +362,9 @@ fn malformed_bodies_get_400_and_the_server_stays_up() {
             b"<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\"><!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">]><CellSet><Row key=\"&c;\"/></CellSet>",
             xml)),
         ("malformed schema JSON", request("PUT", "/h2/schema", json, b"{\"name\":\"h2\",\"ColumnSchema\":[{\"name\":")),
-        ("schema with a family of the wrong type", request("PUT", "/h2/schema", json, b"{\"name\":\"h2\",\"ColumnSchema\":[{\"name\":5}]}")),
+        // (a number as a family name is accepted as its decimal string, like HBase's JsonAnySetter)
+        ("schema whose ColumnSchema is not a list", request("PUT", "/h2/schema", json, b"{\"name\":\"h2\",\"ColumnSchema\":7}")),
+        ("schema with a family name that is a list", request("PUT", "/h2/schema", json, b"{\"name\":\"h2\",\"ColumnSchema\":[{\"name\":[\"cf\"]}]}")),
         ("malformed schema XML", request("PUT", "/h2/schema", xml, b"<TableSchema name=\"h2\"><ColumnSchema")),
         ("malformed scanner JSON", request("PUT", "/h/scanner", json, b"{\"batch\":")),
         ("scanner with a non-numeric batch", request("PUT", "/h/scanner", json, b"{\"batch\":\"many\"}")),
