@@ -13,6 +13,10 @@
 //! - [`scanners`]: stateful scanners and stateless scans.
 //! - [`filters`]: the scanner JSON filter model and the Thrift filter language.
 //!
+//! Representations: JSON, XML, `text/plain` where HBase offers it, and
+//! `application/octet-stream` for single cells. Protobuf (used only by HBase's Java test client)
+//! is not offered: a request for it is a 406, a protobuf body a 415.
+//!
 //! # Invariants
 //! 1. Routing works on the raw request path: the first segment is the table, the rest is split
 //!    before any URL decoding (see [`rowspec`]).

@@ -258,10 +258,13 @@ pub async fn get(
 
 fn binary_cell(row: Row) -> ApiResult<HttpResponse> {
     let cell = row.cells.into_iter().next().ok_or(ApiError::NotFound)?;
-    Ok(HttpResponse::Ok()
+    let mut resp = HttpResponse::Ok()
         .content_type(Repr::Binary.content_type())
         .insert_header(("X-Timestamp", cell.timestamp.to_string()))
-        .body(cell.value))
+        .body(cell.value);
+    // HBase's Java tests compare header names case-sensitively ("X-Timestamp").
+    resp.head_mut().set_camel_case_headers(true);
+    Ok(resp)
 }
 
 /// Turns one body row into a mutation, with the URL's row and columns as fallbacks.

@@ -548,12 +548,14 @@ async fn next(
             return Ok(HttpResponse::NoContent().finish());
         };
         let cell = row.cells.into_iter().next().ok_or(ApiError::NotFound)?;
-        return Ok(HttpResponse::Ok()
+        let mut resp = HttpResponse::Ok()
             .content_type(Repr::Binary.content_type())
             .insert_header(("X-Row", b64_encode(&row.key)))
             .insert_header(("X-Column", b64_encode(&cellset::column_bytes(&cell))))
             .insert_header(("X-Timestamp", cell.timestamp.to_string()))
-            .body(cell.value));
+            .body(cell.value);
+        resp.head_mut().set_camel_case_headers(true);
+        return Ok(resp);
     }
     let rows = s.next_cells(max_cells, max_rows).await?;
     s.last_used = Instant::now();
