@@ -323,12 +323,59 @@
     if (state.table) return;
     state.tableTotals = totals;
     renderOverviewTables();
+    const server = await serverFigures();
+    if (state.table) return;
     const cards = $("#summary-cards");
     cards.replaceChildren();
-    const card = (label, value) => el("div", { class: "card" }, el("div", { class: "label", text: label }), el("div", { class: "value", text: value }));
+    const card = (label, value, title) => el("div", { class: "card", title },
+      el("div", { class: "label", text: label }), el("div", { class: "value", text: value }));
     cards.append(card("Tables", fmtInt(state.tables.length)), card("Regions", fmtInt(regions)),
-      card("Cells", fmtInt(cells)), card("Data", fmtBytes(bytes)), card("Log", fmtBytes(logBytes)),
-      card("Reads", fmtInt(reads)), card("Writes", fmtInt(writes)));
+      card("Cells", fmtInt(cells), "every stored version and delete marker"), card("Data", fmtBytes(bytes)),
+      card("Log", fmtBytes(logBytes)), card("Reads", fmtInt(reads)), card("Writes", fmtInt(writes)));
+    if (server) {
+      cards.append(
+        card("HTTP requests/s", server.rate == null ? "…" : fmtRate(server.rate), "from /metrics, this console's own polling included"),
+        card("Scanners open", fmtInt(server.scanners)),
+        card("Uptime", fmtDuration(server.uptime), server.startup ? "store opened in " + server.startup.toFixed(2) + " s" : null));
+    }
+  }
+
+  // A few figures from /metrics (Prometheus text): total requests, open scanners, uptime.
+  async function serverFigures() {
+    let text;
+    try {
+      const headers = {};
+      const token = sessionStorage.getItem("kura-token");
+      if (token) headers.Authorization = "Bearer " + token;
+      const res = await fetch("/metrics", { headers });
+      if (!res.ok) return null;
+      text = await res.text();
+    } catch (_) {
+      return null;
+    }
+    let total = 0, scanners = 0, uptime = 0, startup = 0;
+    for (const line of text.split("\n")) {
+      if (line.startsWith("#")) continue;
+      const sp = line.lastIndexOf(" ");
+      const v = Number(line.slice(sp + 1));
+      if (line.startsWith("kura_http_requests_total{")) total += v;
+      else if (line.startsWith("kura_scanners_open ")) scanners = v;
+      else if (line.startsWith("kura_uptime_seconds ")) uptime = v;
+      else if (line.startsWith("kura_startup_seconds ")) startup = v;
+    }
+    const now = performance.now();
+    const prev = state.requestSample;
+    state.requestSample = { at: now, total };
+    const rate = prev && now > prev.at ? Math.max(0, (total - prev.total) * 1000 / (now - prev.at)) : null;
+    return { rate, scanners, uptime, startup };
+  }
+
+  function fmtDuration(s) {
+    s = Math.floor(s || 0);
+    if (s < 60) return s + " s";
+    if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+    if (s < 86400) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+    return Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
   }
 
   // ---------- table view ----------
