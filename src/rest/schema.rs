@@ -106,6 +106,9 @@ fn xml_attrs(e: &BytesStart<'_>) -> ApiResult<BTreeMap<String, String>> {
     for a in e.attributes() {
         let a = a.map_err(|e| ApiError::bad(format!("the body is not valid XML: {e}")))?;
         let k = String::from_utf8_lossy(a.key.as_ref()).into_owned();
+        if k == "xmlns" || k.starts_with("xmlns:") || k.starts_with("xsi:") {
+            continue; // namespace declarations are markup, not attributes
+        }
         let v = a
             .unescape_value()
             .map_err(|e| ApiError::bad(format!("the body is not valid XML: {e}")))?;
@@ -526,11 +529,12 @@ mod tests {
     #[test]
     fn xml_schema_as_the_hbase_client_sends_it() {
         let s = parse_xml(
-            br#"<TableSchema name="t"><ColumnSchema name="cf" VERSIONS="3"/></TableSchema>"#,
+            br#"<TableSchema xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" name="t"><ColumnSchema name="cf" VERSIONS="3"/></TableSchema>"#,
         )
         .expect("valid");
         let d = descriptor_from("t", s).expect("valid");
         assert_eq!(d.families[0].max_versions, 3);
+        assert!(d.attributes.is_empty(), "{:?}", d.attributes);
     }
 
     #[test]
