@@ -206,13 +206,36 @@ async fn splits_are_counted_per_table() {
 }
 
 #[actix_web::test]
-async fn scanner_gauge_follows_the_shared_counter() {
+async fn scanner_gauge_counts_open_rest_scanners() {
     let (kura, _dir) = ops_support::start_kura().await;
+    ops_support::create_table(&kura, "sc", 16, 1).await;
     let app = ops_app!(kura);
-    // Other tests never open scanners through this counter, so the difference is ours alone.
-    let g0 = value(&scrape!(app), "kura_scanners_open", &[]).expect("gauge");
-    kura::ops::metrics::scanner_opened();
-    let g1 = value(&scrape!(app), "kura_scanners_open", &[]).expect("gauge");
-    kura::ops::metrics::scanner_closed();
-    assert_eq!(g1, g0 + 1.0);
+    assert_eq!(value(&scrape!(app), "kura_scanners_open", &[]), Some(0.0));
+    let res = call_service(
+        &app,
+        TestRequest::put()
+            .uri("/sc/scanner")
+            .insert_header(("Content-Type", "application/json"))
+            .set_payload(r#"{"batch": 10}"#)
+            .to_request(),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let location = res
+        .headers()
+        .get("location")
+        .expect("location")
+        .to_str()
+        .expect("ascii");
+    let path = format!(
+        "/{}",
+        location
+            .splitn(4, '/')
+            .nth(3)
+            .expect("path of the location")
+    );
+    assert_eq!(value(&scrape!(app), "kura_scanners_open", &[]), Some(1.0));
+    let res = call_service(&app, TestRequest::delete().uri(&path).to_request()).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(value(&scrape!(app), "kura_scanners_open", &[]), Some(0.0));
 }

@@ -15,8 +15,8 @@
 //!    App does not move the `/healthz` throughput ceiling measurably.
 //! 3. Counters only grow within a process. Region counters restart at zero when a region is
 //!    reopened or created by a split (Prometheus treats that as a counter reset).
-//! 4. `kura_scanners_open` is owned by whoever opens scanners: they call [`scanner_opened`] and
-//!    [`scanner_closed`] exactly once per scanner.
+//! 4. `kura_scanners_open` is asked at every scrape from the scanner registry, which registers
+//!    its counting function with [`register_scanner_count`]; ops keeps no scanner state.
 
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::Method;
@@ -151,22 +151,20 @@ fn http() -> &'static HttpTables {
     TABLES.get_or_init(HttpTables::new)
 }
 
-/// Scanners currently open (stateful REST scanners). See [`scanner_opened`].
-pub static SCANNERS_OPEN: AtomicI64 = AtomicI64::new(0);
-/// Scanners opened since start.
-pub static SCANNERS_OPENED_TOTAL: AtomicU64 = AtomicU64::new(0);
-/// Scanners evicted for idleness since start (bumped by the scanner code when it evicts one).
-pub static SCANNERS_EXPIRED_TOTAL: AtomicU64 = AtomicU64::new(0);
+/// Counts the open scanners of a store (the REST scanner registry registers one).
+pub type ScannerCount = fn(&AppState) -> usize;
 
-/// The REST scanner code calls this when it creates a scanner.
-pub fn scanner_opened() {
-    SCANNERS_OPEN.fetch_add(1, Ordering::Relaxed);
-    SCANNERS_OPENED_TOTAL.fetch_add(1, Ordering::Relaxed);
+static SCANNER_SOURCE: OnceLock<ScannerCount> = OnceLock::new();
+
+/// The scanner registry registers a function that counts its open scanners (from
+/// `rest::configure`); every scrape asks it. The first registration wins.
+pub fn register_scanner_count(count: ScannerCount) {
+    let _ = SCANNER_SOURCE.set(count);
 }
 
-/// The REST scanner code calls this when a scanner is deleted or evicted (once per scanner).
-pub fn scanner_closed() {
-    SCANNERS_OPEN.fetch_sub(1, Ordering::Relaxed);
+/// Open scanners of this store; 0 while no registry has registered.
+fn scanners_open(state: &AppState) -> usize {
+    SCANNER_SOURCE.get().map_or(0, |count| count(state))
 }
 
 /// How long `Kura::start` took (catalog, every region's segments and log replay), in
@@ -488,7 +486,7 @@ fn render_http(out: &mut String) {
     );
 }
 
-fn render_process(out: &mut String) {
+fn render_process(out: &mut String, state: &AppState) {
     header(
         out,
         "kura_build_info",
@@ -525,33 +523,7 @@ fn render_process(out: &mut String) {
         "gauge",
         "Stateful REST scanners open now.",
     );
-    let _ = writeln!(
-        out,
-        "kura_scanners_open {}",
-        SCANNERS_OPEN.load(Ordering::Relaxed).max(0)
-    );
-    header(
-        out,
-        "kura_scanners_opened_total",
-        "counter",
-        "Stateful REST scanners opened.",
-    );
-    let _ = writeln!(
-        out,
-        "kura_scanners_opened_total {}",
-        SCANNERS_OPENED_TOTAL.load(Ordering::Relaxed)
-    );
-    header(
-        out,
-        "kura_scanners_expired_total",
-        "counter",
-        "Scanners evicted for idleness.",
-    );
-    let _ = writeln!(
-        out,
-        "kura_scanners_expired_total {}",
-        SCANNERS_EXPIRED_TOTAL.load(Ordering::Relaxed)
-    );
+    let _ = writeln!(out, "kura_scanners_open {}", scanners_open(state));
     header(
         out,
         "kura_admin_operations_total",
@@ -762,17 +734,17 @@ async fn render_store(out: &mut String, kura: &Kura) {
 }
 
 /// Renders the whole page.
-pub async fn render(kura: &Kura) -> String {
+pub async fn render(state: &AppState) -> String {
     let mut out = String::with_capacity(16 << 10);
-    render_process(&mut out);
+    render_process(&mut out, state);
     render_http(&mut out);
-    render_store(&mut out, kura).await;
+    render_store(&mut out, &state.kura).await;
     out
 }
 
 /// `GET /metrics`.
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let body = render(&state.kura).await;
+    let body = render(&state).await;
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(body)

@@ -45,6 +45,7 @@ use kura_storage::model::ColumnSpec;
 /// fixed prefix other modules registered.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     meta::mark_started();
+    crate::ops::metrics::register_scanner_count(scanners::open_count);
     cfg.service(web::resource("/{tail:.*}").to(dispatch));
 }
 

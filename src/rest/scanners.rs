@@ -385,6 +385,15 @@ fn registry(state: &AppState) -> Arc<Registry> {
         .clone()
 }
 
+/// Scanners open on this store, for `kura_scanners_open` in `/metrics` (registered with
+/// `ops::metrics::register_scanner_count` by [`super::configure`]). Idle ones are swept first,
+/// as any scanner request would.
+pub fn open_count(state: &AppState) -> usize {
+    let reg = registry(state);
+    reg.sweep(Duration::from_secs(state.limits.scanner_idle_secs));
+    reg.scanners.len()
+}
+
 impl Registry {
     /// Closes every scanner idle for longer than `idle`.
     fn sweep(&self, idle: Duration) {
