@@ -157,11 +157,7 @@ fn acknowledged_writes_survive_kill_9_during_flush_compaction_and_split() {
 
 /// Flush, minor and major compaction, and region splits in a loop through `/admin/`, until the
 /// kill (or until `stop`). Returns the statuses it saw ("op status" -> count) for the report.
-fn admin_loop(
-    addr: std::net::SocketAddr,
-    table: &str,
-    stop: &AtomicBool,
-) -> BTreeMap<String, u64> {
+fn admin_loop(addr: std::net::SocketAddr, table: &str, stop: &AtomicBool) -> BTreeMap<String, u64> {
     let mut seen = BTreeMap::new();
     let Ok(mut http) = Http::connect(addr) else {
         return seen;

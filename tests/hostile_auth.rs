@@ -1,0 +1,144 @@
+//! Security basics against the real `kura` binary (RELIABILITY.md, "Security basics").
+//!
+//! What a user relies on:
+//! 1. With a token configured, every request without `Authorization: Bearer <token>`, or with a
+//!    wrong one, is answered 401 (with `WWW-Authenticate: Bearer`) and changes nothing; the right
+//!    token is admitted. `/healthz` stays open so load balancers can probe it.
+//! 2. The server refuses to listen on a non-loopback address unless told so explicitly, and
+//!    refuses to start with an unreadable token file, instead of silently running unprotected.
+
+mod server_harness;
+
+use server_harness::{free_port, Server};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "s3cret-token-for-tests-0123456789";
+
+#[test]
+fn requests_without_the_right_bearer_token_are_refused_with_401() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token file");
+    let data = dir.path().join("data");
+    let token_arg = token_file.to_string_lossy().into_owned();
+    let server = Server::start(&data, &["--token-file", &token_arg]);
+    let mut http = server.client();
+    let good = format!("Bearer {TOKEN}");
+    let schema = br#"{"name":"sec","ColumnSchema":[{"name":"cf"}]}"#;
+    let json = ("Content-Type", "application/json");
+
+    let r = http.request("GET", "/healthz", &[], b"").expect("healthz");
+    assert_eq!(r.status, 200, "/healthz stays open for probes");
+
+    let wrong = [
+        None,
+        Some("Bearer wrong".to_string()),
+        Some(format!("Bearer {}", &TOKEN[..TOKEN.len() - 1])),
+        Some(format!("Bearer {TOKEN}x")),
+        Some(format!("Basic {TOKEN}")),
+        Some(TOKEN.to_string()),
+        Some("Bearer ".to_string()),
+    ];
+    for auth in &wrong {
+        let mut headers = vec![json, ("Accept", "application/json")];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        for (method, path, body) in [
+            ("GET", "/", &b""[..]),
+            ("PUT", "/sec/schema", &schema[..]),
+            ("GET", "/metrics", &b""[..]),
+            ("POST", "/admin/tables/sec/flush", &b""[..]),
+        ] {
+            let r = http.request(method, path, &headers, body).expect("request");
+            assert_eq!(
+                r.status,
+                401,
+                "{method} {path} with Authorization {auth:?}: {}",
+                r.text()
+            );
+            assert!(
+                r.header("WWW-Authenticate")
+                    .is_some_and(|v| v.starts_with("Bearer")),
+                "401 names the scheme: {:?}",
+                r.headers
+            );
+        }
+    }
+
+    let auth = ("Authorization", good.as_str());
+    let r = http
+        .request(
+            "GET",
+            "/sec/schema",
+            &[auth, ("Accept", "application/json")],
+            b"",
+        )
+        .expect("schema");
+    assert_eq!(
+        r.status,
+        404,
+        "the refused PUT created nothing: {}",
+        r.text()
+    );
+    let r = http
+        .request("PUT", "/sec/schema", &[auth, json], schema)
+        .expect("create");
+    assert_eq!(r.status, 201, "the right token is admitted: {}", r.text());
+    let r = http
+        .request("GET", "/", &[auth, ("Accept", "application/json")], b"")
+        .expect("list");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("\"sec\""), "table listed: {}", r.text());
+}
+
+/// Runs the binary with `args` and waits up to 20 s for it to exit; `None` if it kept running.
+fn exit_status_of(args: &[&str]) -> (Option<std::process::ExitStatus>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kura"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env_remove("KURA_ALLOW_REMOTE")
+        .env_remove("KURA_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kura");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        if let Ok(Some(status)) = child.try_wait() {
+            let out = child.wait_with_output().expect("output");
+            return (
+                Some(status),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (None, String::new())
+}
+
+#[test]
+fn a_non_loopback_bind_without_allow_remote_is_refused_at_start() {
+    let bind = format!("0.0.0.0:{}", free_port());
+    let (status, stderr) = exit_status_of(&["--bind", &bind]);
+    let status = status.expect("kura kept running on 0.0.0.0 without --allow-remote");
+    assert!(!status.success(), "exit status {status}");
+    assert!(
+        stderr.contains("allow-remote"),
+        "the refusal says what to do: {stderr}"
+    );
+}
+
+#[test]
+fn an_unreadable_token_file_is_refused_at_start() {
+    let bind = format!("127.0.0.1:{}", free_port());
+    let (status, stderr) =
+        exit_status_of(&["--bind", &bind, "--token-file", "/nonexistent/kura-token"]);
+    let status = status.expect("kura started without its token file");
+    assert!(!status.success(), "exit status {status}; {stderr}");
+}
