@@ -203,7 +203,21 @@ async function main() {
     });
     check(drawn, "the key heatmap is drawn");
 
-    // 5. The applications section is there, and nothing was loaded from outside.
+    // 5. A table created from the overview's form opens with the regions and versions asked.
+    await page.click(".brand");
+    await page.fill('#create-form input[name="name"]', "e2e_form");
+    await page.fill('#create-form input[name="families"]', "a, b");
+    await page.fill('#create-form input[name="versions"]', "5");
+    await page.fill('#create-form input[name="regions"]', "2");
+    await page.click('#create-form button[type="submit"]');
+    await page.locator("#t-name", { hasText: "e2e_form" }).waitFor();
+    await page.waitForFunction(() => document.querySelectorAll("#region-table tbody tr").length === 2);
+    check(true, "the create form makes a table with the two regions asked for");
+    await page.click('#tabs a[data-tab="schema"]');
+    const fams = await page.locator("#family-table tbody tr").allInnerTexts();
+    check(fams.length === 2 && fams.every((f) => f.includes("5")), "both families keep 5 versions: " + fams.join(" | "));
+
+    // 6. The applications section is there, and nothing was loaded from outside.
     const apps = await page.locator("#app-list li").allInnerTexts();
     check(apps.length === 4, "the four applications are one click away in the sidebar");
     check(external.length === 0, "no request left the server: " + external.join(", "));

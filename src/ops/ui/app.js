@@ -908,7 +908,11 @@
       const name = f.elements.namedItem("name").value.trim();
       const fams = f.elements.namedItem("families").value.split(",").map((s) => s.trim()).filter(Boolean);
       try {
-        await api("PUT", "/" + encodeURIComponent(name) + "/schema", { name, ColumnSchema: fams.map((n) => ({ name: n })) });
+        const versions = f.elements.namedItem("versions").value.trim();
+        const regions = f.elements.namedItem("regions").value.trim();
+        const schema = { name, ColumnSchema: fams.map((n) => (versions ? { name: n, VERSIONS: versions } : { name: n })) };
+        if (regions) schema.KURA_REGIONS = regions;
+        await api("PUT", "/" + encodeURIComponent(name) + "/schema", schema);
         toast("Created table " + name, "ok");
         location.hash = "#/table/" + encodeURIComponent(name);
       } catch (e) {
