@@ -91,48 +91,53 @@ fn recover() {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(256);
-    let dir = std::env::temp_dir().join(format!("kura-recover-{}", std::process::id()));
+    // Kept between runs (delete it by hand) so that a profile can cover the recovery alone.
+    let dir = std::env::temp_dir().join(format!("kura-recover-{mb}"));
     let mut opts = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
     opts.durability = Durability::None;
     opts.memtable_budget = usize::MAX;
-    let (mut s, _) = RegionStore::open(&dir, opts.clone()).expect("open");
-    let rows = mb * 1024 * 1024 / 1060;
-    for start in (0..rows).step_by(256) {
-        let ops = (start..(start + 256).min(rows))
-            .map(|i| {
-                WriteOp::Mutate(RowMutation {
-                    row: format!("row{i:012}").into_bytes(),
-                    mutations: vec![Mutation::Put {
-                        family: b"f".to_vec(),
-                        qualifier: b"q".to_vec(),
-                        timestamp: None,
-                        value: vec![(i % 251) as u8; 1000],
-                    }],
+    if !dir.join("MANIFEST").exists() {
+        let (mut s, _) = RegionStore::open(&dir, opts.clone()).expect("open");
+        let rows = mb * 1024 * 1024 / 1060;
+        for start in (0..rows).step_by(256) {
+            let ops = (start..(start + 256).min(rows))
+                .map(|i| {
+                    WriteOp::Mutate(RowMutation {
+                        row: format!("row{i:012}").into_bytes(),
+                        mutations: vec![Mutation::Put {
+                            family: b"f".to_vec(),
+                            qualifier: b"q".to_vec(),
+                            timestamp: None,
+                            value: vec![(i % 251) as u8; 1000],
+                        }],
+                    })
                 })
-            })
-            .collect();
-        for r in s.write_batch(ops) {
-            r.expect("write");
+                .collect();
+            for r in s.write_batch(ops) {
+                r.expect("write");
+            }
         }
+        std::mem::forget(s); // like a crash: no close, no flush
     }
-    let log_bytes = s.stats().log_bytes;
-    std::mem::forget(s); // like a crash: no close, no flush
-                         // The budget the log was written under (a log never outgrows it in normal operation);
-                         // `spill` recovers under 64 MiB instead, writing segments as it goes.
-    if std::env::args().nth(3).as_deref() == Some("spill") {
+    // The budget the log was written under (a log never outgrows it in normal operation);
+    // `spill` recovers under 64 MiB instead, writing segments as it goes (and so changes the
+    // directory: delete it afterwards).
+    let spill = std::env::args().nth(3).as_deref() == Some("spill");
+    if spill {
         opts.memtable_budget = 64 << 20;
     }
     let t = Instant::now();
     let (s, report) = RegionStore::open(&dir, opts).expect("recover");
     let secs = t.elapsed().as_secs_f64();
+    let mib = report.log_bytes_replayed as f64 / 1048576.0;
     println!(
-        "recovered {} records, {:.0} MiB of log in {:.2} s = {:.0} MiB/s ({} segments after)",
+        "recovered {} records, {mib:.0} MiB of log in {secs:.2} s = {:.0} MiB/s ({} segments after)",
         report.log_records_replayed,
-        log_bytes as f64 / 1048576.0,
-        secs,
-        log_bytes as f64 / 1048576.0 / secs,
+        mib / secs,
         s.stats().segments
     );
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
+    std::mem::forget(s);
+    if spill {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

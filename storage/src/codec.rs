@@ -45,6 +45,19 @@ pub fn decode<T: bincode::Decode<()>>(bytes: &[u8]) -> Result<T> {
     Ok(value)
 }
 
+/// Decode a value that must fill `bytes` exactly, borrowing its byte fields from `bytes`.
+pub fn decode_borrowed<'a, T: bincode::BorrowDecode<'a, ()>>(bytes: &'a [u8]) -> Result<T> {
+    let (value, used) = bincode::borrow_decode_from_slice(bytes, config())
+        .map_err(|e| Error::Codec(e.to_string()))?;
+    if used != bytes.len() {
+        return Err(Error::Codec(format!(
+            "{} trailing bytes after record",
+            bytes.len() - used
+        )));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,6 @@
 use crate::codec::{self, FORMAT_VERSION, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub(crate) const LOG_MAGIC: [u8; 7] = *b"KURALOG";
@@ -54,6 +53,25 @@ pub(crate) struct LogRecord {
     pub clock: i64,
     pub row: Vec<u8>,
     pub cells: Vec<LogCell>,
+}
+
+/// [`LogCell`] decoded in place: the same bytes, fields borrowed from the log.
+#[derive(Clone, Debug, PartialEq, Eq, bincode::BorrowDecode)]
+pub(crate) struct LogCellRef<'a> {
+    pub family: &'a [u8],
+    pub qualifier: Option<&'a [u8]>,
+    pub ts: i64,
+    pub kind: u8,
+    pub value: &'a [u8],
+}
+
+/// [`LogRecord`] decoded in place.
+#[derive(Clone, Debug, PartialEq, Eq, bincode::BorrowDecode)]
+pub(crate) struct LogRecordRef<'a> {
+    pub seq: u64,
+    pub clock: i64,
+    pub row: &'a [u8],
+    pub cells: Vec<LogCellRef<'a>>,
 }
 
 /// Appends frames to the active log file.
@@ -186,28 +204,27 @@ fn valid_frame_within(rest: &[u8]) -> bool {
 }
 
 /// Replay the valid prefix of a log, calling `apply` for every record in order. With
-/// `classify`, damage is classified as torn tail or not (this reads the rest of the file).
+/// `classify`, damage is classified as torn tail or not (this scans the rest of the file).
+///
+/// The file is read through [`FileSystem::map`] and records are decoded in place (their byte
+/// fields borrow from the map), so replay copies each value once, into the memtable. The map is
+/// dropped before this returns: the caller may then truncate the file.
 pub(crate) fn replay(
     fs: &dyn FileSystem,
     path: &Path,
     classify: bool,
-    apply: &mut dyn FnMut(LogRecord) -> Result<()>,
+    apply: &mut dyn FnMut(LogRecordRef<'_>) -> Result<()>,
 ) -> Result<ReplayOutcome> {
-    let file_len = fs.len(path).map_err(|e| Error::io(path, e))?;
-    let raw = fs.open_read(path).map_err(|e| Error::io(path, e))?;
-    let mut r = std::io::BufReader::with_capacity(1 << 20, raw);
+    let map = fs.map(path).map_err(|e| Error::io(path, e))?;
+    let bytes = map.bytes();
+    let file_len = bytes.len() as u64;
     let mut out = ReplayOutcome {
         valid_len: 0,
         file_len,
         records: 0,
         damage: None,
     };
-    let read_rest = |r: &mut dyn Read| -> Result<Vec<u8>> {
-        let mut rest = Vec::new();
-        r.read_to_end(&mut rest).map_err(|e| Error::io(path, e))?;
-        Ok(rest)
-    };
-    if file_len < LOG_HEADER_LEN {
+    if bytes.len() < LOG_HEADER_LEN as usize {
         out.damage = Some(Damage {
             offset: 0,
             reason: "incomplete log header".into(),
@@ -215,9 +232,7 @@ pub(crate) fn replay(
         });
         return Ok(out);
     }
-    let mut h = [0u8; 8];
-    r.read_exact(&mut h).map_err(|e| Error::io(path, e))?;
-    if h != header() {
+    if bytes[..8] != header() {
         out.damage = Some(Damage {
             offset: 0,
             reason: "bad log magic or format version".into(),
@@ -225,57 +240,45 @@ pub(crate) fn replay(
         });
         return Ok(out);
     }
-    let mut offset = LOG_HEADER_LEN;
-    let mut payload = Vec::new();
-    while offset < file_len {
-        let left = file_len - offset;
+    let mut at = LOG_HEADER_LEN as usize;
+    while at < bytes.len() {
+        let offset = at as u64;
+        let rest = &bytes[at..];
         let damage = |reason: &str, tail: bool| Damage {
             offset,
             reason: reason.into(),
             tail,
         };
-        if left < FRAME_HEADER as u64 {
+        if rest.len() < FRAME_HEADER {
             out.damage = Some(damage("incomplete frame header", true));
             break;
         }
-        let mut fh = [0u8; FRAME_HEADER];
-        r.read_exact(&mut fh).map_err(|e| Error::io(path, e))?;
-        let len = u32::from_le_bytes([fh[0], fh[1], fh[2], fh[3]]) as u64;
-        let crc = u32::from_le_bytes([fh[4], fh[5], fh[6], fh[7]]);
-        let end = offset + FRAME_HEADER as u64 + len;
-        if len == 0 || len > MAX_FRAME as u64 || end > file_len {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        let fits = FRAME_HEADER + len <= rest.len();
+        if len == 0 || len > MAX_FRAME || !fits {
             let (reason, mut tail) = if len == 0 {
                 ("zero-length frame", false)
-            } else if end > file_len {
+            } else if !fits {
                 ("frame runs past the end of the file", true)
             } else {
                 ("frame length over the limit", false)
             };
             if classify {
-                let rest = read_rest(&mut r)?;
-                let all_zero = fh.iter().chain(rest.iter()).all(|b| *b == 0);
-                let mut whole = fh.to_vec();
-                whole.extend_from_slice(&rest);
-                tail = (tail || all_zero) && !valid_frame_within(&whole[1..]);
+                let all_zero = rest.iter().all(|b| *b == 0);
+                tail = (tail || all_zero) && !valid_frame_within(&rest[1..]);
             }
             out.damage = Some(damage(reason, tail));
             break;
         }
-        payload.resize(len as usize, 0);
-        r.read_exact(&mut payload).map_err(|e| Error::io(path, e))?;
-        if crc32fast::hash(&payload) != crc {
-            let mut tail = end == file_len;
-            if classify && !tail {
-                let rest = read_rest(&mut r)?;
-                let mut whole = fh[1..].to_vec();
-                whole.extend_from_slice(&payload);
-                whole.extend_from_slice(&rest);
-                tail = !valid_frame_within(&whole);
-            }
+        let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
+        if crc32fast::hash(payload) != crc {
+            let ends_file = FRAME_HEADER + len == rest.len();
+            let tail = ends_file || (classify && !valid_frame_within(&rest[1..]));
             out.damage = Some(damage("frame checksum mismatch", tail));
             break;
         }
-        let rec: LogRecord = match codec::decode(&payload) {
+        let rec: LogRecordRef<'_> = match codec::decode_borrowed(payload) {
             Ok(rec) => rec,
             Err(e) => {
                 out.damage = Some(damage(&format!("undecodable record: {e}"), false));
@@ -284,15 +287,12 @@ pub(crate) fn replay(
         };
         apply(rec)?;
         out.records += 1;
-        offset = end;
+        at += FRAME_HEADER + len;
     }
-    out.valid_len = out
-        .damage
-        .as_ref()
-        .map_or(offset, |d| d.offset.max(LOG_HEADER_LEN));
-    if out.damage.as_ref().is_some_and(|d| d.offset == 0) {
-        out.valid_len = 0;
-    }
+    out.valid_len = match &out.damage {
+        Some(d) => d.offset,
+        None => at as u64,
+    };
     Ok(out)
 }
 
@@ -328,7 +328,22 @@ mod tests {
     fn replay_all(fs: &SimFs, path: &Path) -> (ReplayOutcome, Vec<LogRecord>) {
         let mut got = Vec::new();
         let out = replay(fs, path, true, &mut |r| {
-            got.push(r);
+            got.push(LogRecord {
+                seq: r.seq,
+                clock: r.clock,
+                row: r.row.to_vec(),
+                cells: r
+                    .cells
+                    .iter()
+                    .map(|c| LogCell {
+                        family: c.family.to_vec(),
+                        qualifier: c.qualifier.map(<[u8]>::to_vec),
+                        ts: c.ts,
+                        kind: c.kind,
+                        value: c.value.to_vec(),
+                    })
+                    .collect(),
+            });
             Ok(())
         })
         .unwrap();

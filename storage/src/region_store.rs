@@ -247,6 +247,22 @@ fn apply_record(memtable: &mut Memtable, rec: LogRecord) -> Result<()> {
     Ok(())
 }
 
+/// [`apply_record`] for a record decoded in place during replay.
+fn apply_record_ref(memtable: &mut Memtable, rec: &log::LogRecordRef<'_>) -> Result<()> {
+    for (i, c) in rec.cells.iter().enumerate() {
+        let kind = Kind::from_u8(c.kind)
+            .ok_or_else(|| Error::Codec(format!("unknown entry kind {}", c.kind)))?;
+        if (kind == Kind::DeleteFamily) != c.qualifier.is_none() {
+            return Err(Error::Codec(
+                "qualifier presence does not match the entry kind".into(),
+            ));
+        }
+        let key = MemKey::new(rec.row, c.family, c.qualifier, c.ts, kind);
+        memtable.insert(key, rec.seq + i as u64, c.value.to_vec());
+    }
+    Ok(())
+}
+
 /// Write a segment file `id` in `dir` from the entries `fill` adds; `None` if it added none.
 fn write_segment(
     fs: &dyn FileSystem,
@@ -596,7 +612,7 @@ impl RegionStore {
             let out = log::replay(&*fs, &path, strict, &mut |rec| {
                 next_seq = next_seq.max(rec.seq + rec.cells.len() as u64);
                 clock.observe(rec.clock);
-                apply_record(&mut memtable, rec)?;
+                apply_record_ref(&mut memtable, &rec)?;
                 if memtable.bytes() > options.memtable_budget {
                     // Keep memory bounded while replaying a long log: spill to a segment. The
                     // manifest keeps pointing at this log, so a crash now replays it again
