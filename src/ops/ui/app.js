@@ -507,7 +507,7 @@
       span.style.left = (100 * r.bucket_start / data.buckets) + "%";
       span.style.width = Math.max(1, 100 * (r.bucket_end - r.bucket_start) / data.buckets) + "%";
       bar.append(span);
-      const input = el("input", { type: "number", min: r.bucket_start + 1, max: r.bucket_end - 1, placeholder: "auto",
+      const input = el("input", { type: "number", min: r.bucket_start + 1, max: r.bucket_end - 1, placeholder: "at…",
         title: "first bucket of the new upper region", "aria-label": "split bucket for region " + r.id });
       const canSplit = r.bucket_end - r.bucket_start >= 2;
       const mode = el("select", { "aria-label": "how to choose the split point of region " + r.id,
@@ -527,8 +527,7 @@
         el("td", { class: "num", text: fmtRate(rate.r) }),
         el("td", { class: "num", text: fmtRate(rate.w) }),
         el("td", { class: "num", text: r.group_commit_avg ? r.group_commit_avg.toFixed(1) : "–" }),
-        el("td", { class: "num", text: fmtInt(r.flushes) }),
-        el("td", { class: "num", text: fmtInt(r.compactions) }),
+        el("td", { class: "num", text: fmtInt(r.flushes) + " / " + fmtInt(r.compactions) }),
         el("td", { class: "split-cell" }, canSplit ? input : null, canSplit ? mode : null, btn)));
     }
   }
