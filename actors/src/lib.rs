@@ -47,6 +47,13 @@
 //! 4. Mailboxes are bounded by an in-flight gate per region in the handle: past
 //!    `mailbox_capacity` requests a caller gets `Overloaded` at once rather than queueing
 //!    without bound. actix's own mailbox capacity is set explicitly above that bound.
+//! 5. Background work stays off the region's thread where it can: compactions run on tokio's
+//!    blocking pool (`compaction_task` is `Send`) and are installed back on the actor; a region
+//!    starts a minor compaction by itself once it holds 6 segments, and a major one right
+//!    after a split to drop the rows that moved away (until then its size would ask for
+//!    another split).
+//! 6. Scans are stateless: the handle pages every region and merges; a continuation is just
+//!    `ScanSpec::resume_after(last key)`, so nothing expires and nothing is held between pages.
 //!
 //! # Invariants
 //! 1. Every row key maps to exactly one salt bucket, forever ([`salt`]); every bucket of a table

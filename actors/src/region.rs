@@ -5,7 +5,7 @@
 //! its handlers, one at a time, so a row's writes are linearizable without any other locking.
 //!
 //! # Group commit
-//! A [`Write`] handler does not touch the store: it queues the ops with their responder and, if
+//! A `Write` handler does not touch the store: it queues the ops with their responder and, if
 //! no commit is scheduled yet, schedules one with `ctx.notify(Commit)`. actix polls an actor's
 //! mailbox until it is empty before it polls notified items, so the commit runs after every
 //! message already waiting has been queued: all of them go to the store in one `write_batch`

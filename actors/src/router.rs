@@ -1,7 +1,7 @@
 //! [`RouterActor`]: the one place where the layout (tables, regions, arbiters) changes.
 //!
 //! Requests never pass through the router: the [`crate::Kura`] handle routes them with the shared
-//! [`RoutingTable`]. The router serializes the rare layout changes (create, alter and drop table,
+//! routing table. The router serializes the rare layout changes (create, alter and drop table,
 //! split, shutdown) behind one async mutex, makes each durable by rewriting the catalog (the
 //! commit point, written on a blocking thread so the router's arbiter never waits on a disk),
 //! then publishes a new snapshot of the table's routes.
@@ -472,7 +472,7 @@ impl Layout {
     }
 }
 
-/// The router actor: a serializer of layout changes around [`Layout`].
+/// The router actor: a serializer of layout changes around its `Layout`.
 pub struct RouterActor {
     layout: Arc<tokio::sync::Mutex<Layout>>,
 }
