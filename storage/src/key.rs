@@ -75,9 +75,9 @@ pub(crate) fn cmp_entries(a: &Entry<'_>, b: &Entry<'_>) -> Ordering {
 /// without seq (the memtable keeps only the latest write of identical keys).
 #[derive(Clone, Debug)]
 pub(crate) struct MemKey {
-    /// The row's first 8 bytes, zero-padded, big-endian: when two prefixes differ they order
+    /// The row's first 16 bytes, zero-padded, big-endian: when two prefixes differ they order
     /// the rows exactly as the bytes do, so most comparisons never touch the heap.
-    row_prefix: u64,
+    row_prefix: u128,
     data: Box<[u8]>,
     row_len: u32,
     fam_len: u32,
@@ -99,11 +99,11 @@ impl MemKey {
         data.extend_from_slice(row);
         data.extend_from_slice(family);
         data.extend_from_slice(q);
-        let mut prefix = [0u8; 8];
-        let n = row.len().min(8);
+        let mut prefix = [0u8; 16];
+        let n = row.len().min(16);
         prefix[..n].copy_from_slice(&row[..n]);
         MemKey {
-            row_prefix: u64::from_be_bytes(prefix),
+            row_prefix: u128::from_be_bytes(prefix),
             data: data.into_boxed_slice(),
             row_len: row.len() as u32,
             fam_len: family.len() as u32,
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn memkey_row_order_is_byte_order_even_with_zero_bytes_and_short_rows() {
-        let rows: [&[u8]; 9] = [
+        let rows: [&[u8]; 12] = [
             b"",
             b"\0",
             b"\0\0",
@@ -242,6 +242,9 @@ mod tests {
             b"ab\0\x01",
             b"abcdefgh",
             b"abcdefgh\0",
+            b"0123456789abcdef",
+            b"0123456789abcdef\0",
+            b"0123456789abcdeg",
         ];
         for a in rows {
             for b in rows {
