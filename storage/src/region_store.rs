@@ -947,9 +947,15 @@ impl RegionStore {
                 Bound::Excluded(k) => Some(row_successor(k)),
             };
             let mut it = self.sources_from(start.as_deref())?;
+            // The sources start at the low bound: only the high one needs checking.
+            let below_high = |row: &[u8]| match &spec.high {
+                Bound::Unbounded => true,
+                Bound::Included(k) => row <= k.as_slice(),
+                Bound::Excluded(k) => row < k.as_slice(),
+            };
             while let Some(first) = it.peek().copied() {
                 let row = first.row;
-                if !spec.contains(row) {
+                if !below_high(row) {
                     break;
                 }
                 if let Some(r) = self.visible_row(&mut it, row, &spec.read, now_ms, filter)? {
