@@ -10,7 +10,7 @@
 //!
 //! # Read path
 //! A k-way merge of the memtable and the segments, positioned at the first row wanted, feeds
-//! [`crate::resolve::Retention`] one row at a time; nothing beyond one row is materialized.
+//! the visibility rules (`resolve::Retention`) one row at a time; nothing beyond one row is materialized.
 //! Reversed scans find each previous row by asking every source for its greatest row below the
 //! current one, then read that row forward.
 //!
@@ -27,6 +27,14 @@
 //! 3. Flush order: segment written, fsynced, renamed, dir fsynced; new log created and
 //!    fsynced; manifest replaced; only then the old log is deleted.
 //! 4. A poisoned store answers `Error::Poisoned` to everything.
+//! 5. Memory is bounded by the memtable budget (enforced after each batch and during replay):
+//!    segments are mapped, and per segment only its block index, row filter and the restart
+//!    points of blocks in use live on the heap.
+//! 6. After each flush a size-tiered minor compaction keeps the number of segments (and so the
+//!    cost of a read) bounded; segments held by an outstanding [`CompactionTask`] are left alone.
+//! 7. Increment and append write their new cell at `max(now, old_ts + 1)` when the current
+//!    version is not older than `now` (HBase's rule), so the new value is never hidden behind
+//!    an existing version.
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StdFs};
@@ -452,7 +460,7 @@ impl CompactionTask {
     /// Merge the input segments into one new segment file (written, fsynced, renamed into
     /// place). Minor: keeps every entry except overwritten duplicates, dropped families and
     /// rows the store does not own. Major: keeps only retained puts (see
-    /// [`crate::resolve`]), dropping masked, expired and excess versions and, when the
+    /// `resolve`), dropping masked, expired and excess versions and, when the
     /// memtable was empty at task creation, the delete markers.
     pub fn run(self) -> Result<CompactionOutput> {
         let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> = Vec::new();
