@@ -1,0 +1,116 @@
+//! Manifest damage: a flipped bit or a truncation anywhere in `MANIFEST` makes opening fail
+//! with an `Error::Corruption` naming the manifest, in every recovery mode (without it the store
+//! cannot know which files hold its data), never a panic, never an empty or wrong store.
+mod common;
+use common::*;
+use kura_storage::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const DIR: &str = "/region";
+
+/// A store with a segment (so the manifest lists one) and a few cells in the log, dropped.
+/// Returns every file and the manifest's path.
+fn fixture() -> (Vec<(PathBuf, Vec<u8>)>, PathBuf) {
+    let fs = SimFs::new();
+    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).expect("open");
+    mutate(&mut s, "a", vec![put("cf", "q", Some(1), "in-segment")]);
+    s.flush().expect("flush");
+    mutate(&mut s, "b", vec![put("one", "q", Some(2), "in-log")]);
+    drop(s);
+    let files: Vec<(PathBuf, Vec<u8>)> = fs
+        .list(Path::new(DIR))
+        .expect("list")
+        .into_iter()
+        .map(|n| {
+            let p = Path::new(DIR).join(n);
+            let b = fs.read_file(&p).expect("read");
+            (p, b)
+        })
+        .collect();
+    let manifest = Path::new(DIR).join("MANIFEST");
+    assert!(files.iter().any(|(p, _)| *p == manifest), "{files:?}");
+    (files, manifest)
+}
+
+fn open_with_manifest(
+    files: &[(PathBuf, Vec<u8>)],
+    manifest: &Path,
+    bytes: &[u8],
+    mode: RecoveryMode,
+) -> Result<(RegionStore, RecoveryReport)> {
+    let fs = SimFs::new();
+    for (p, b) in files {
+        fs.write_file(p, if p == manifest { bytes } else { b })
+            .expect("write");
+    }
+    let mut opts = StoreOptions::new(families());
+    opts.recovery = mode;
+    RegionStore::open_with_fs(Arc::new(fs), Path::new(DIR), opts)
+}
+
+fn assert_manifest_corruption(res: Result<(RegionStore, RecoveryReport)>, m: &Path, what: &str) {
+    match res {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, m, "{what}"),
+        Err(e) => panic!("{what}: expected a corruption of the manifest, got {e}"),
+        Ok(_) => panic!("{what}: a damaged manifest was accepted"),
+    }
+}
+
+#[test]
+fn the_undamaged_fixture_opens_with_both_cells() {
+    let (files, manifest) = fixture();
+    let bytes = files
+        .iter()
+        .find(|(p, _)| *p == manifest)
+        .expect("m")
+        .1
+        .clone();
+    let (s, _) = open_with_manifest(&files, &manifest, &bytes, RecoveryMode::Strict).expect("open");
+    assert_eq!(cells(&s, "a", &read(1)), vec![c("cf:q", 1, "in-segment")]);
+    assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 2, "in-log")]);
+}
+
+#[test]
+fn every_bit_flip_in_the_manifest_is_a_corruption_error_naming_it() {
+    let (files, manifest) = fixture();
+    let good = files
+        .iter()
+        .find(|(p, _)| *p == manifest)
+        .expect("m")
+        .1
+        .clone();
+    for byte in 0..good.len() {
+        for bit in 0..8 {
+            let mut bad = good.clone();
+            bad[byte] ^= 1 << bit;
+            let what = format!("flip of bit {bit} of byte {byte} of {}", good.len());
+            for mode in [RecoveryMode::PointInTime, RecoveryMode::Strict] {
+                let res = open_with_manifest(&files, &manifest, &bad, mode);
+                assert_manifest_corruption(res, &manifest, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_truncated_or_extended_manifest_is_a_corruption_error_naming_it() {
+    let (files, manifest) = fixture();
+    let good = files
+        .iter()
+        .find(|(p, _)| *p == manifest)
+        .expect("m")
+        .1
+        .clone();
+    for cut in 0..good.len() {
+        let what = format!("manifest cut at {cut} of {}", good.len());
+        let res = open_with_manifest(&files, &manifest, &good[..cut], RecoveryMode::PointInTime);
+        assert_manifest_corruption(res, &manifest, &what);
+    }
+    for extra in [&[0u8][..], &[0xFF; 17][..]] {
+        let mut bad = good.clone();
+        bad.extend_from_slice(extra);
+        let res = open_with_manifest(&files, &manifest, &bad, RecoveryMode::PointInTime);
+        assert_manifest_corruption(res, &manifest, "bytes appended");
+    }
+}
