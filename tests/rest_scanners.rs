@@ -238,6 +238,14 @@ async fn stateless_prefix_scan_versions_time_range_and_filter() {
     }
     let v = c.get_json("/t/ab*").await.json();
     assert_eq!(row_keys(&v), vec!["ab1", "ab2"]);
+    let v = c.get_json("/t/ab1*?includeStartRow=false").await.json();
+    assert_eq!(
+        row_keys(&v),
+        Vec::<String>::new(),
+        "the prefix row itself is the start row"
+    );
+    let v = c.get_json("/t/a*?startrow=ab2").await.json();
+    assert_eq!(row_keys(&v), vec!["ab2", "ac1"]);
     assert_eq!(cells_of(&v).len(), 2, "maxversions defaults to 1");
     assert_eq!(
         cells_of(&c.get_json("/t/ab*?maxversions=5").await.json()).len(),

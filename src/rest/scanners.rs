@@ -732,6 +732,12 @@ pub async fn stateless(
         max_versions,
     };
     let prepared = PreparedFilter::new(filter_param(&query)?, &mut read, reversed);
+    // HBase starts a forward `prefix*` scan at the prefix itself, honouring includeStartRow.
+    let start = if start.is_empty() && !reversed {
+        prefix.clone()
+    } else {
+        start
+    };
     let (low, high) = bounds(&start, &stop, include_start, include_stop, reversed);
     let mut spec = ScanSpec {
         low,
