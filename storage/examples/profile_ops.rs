@@ -64,16 +64,20 @@ fn main() {
                     max_rows: 100,
                     max_bytes: usize::MAX,
                 };
+                let mut rows = 0usize;
                 for i in 0..iters {
-                    if what == "scan" {
-                        let page = s
-                            .scan(&ScanSpec::forward(&key(i), b""), limits)
-                            .expect("scan");
-                        assert!(!page.rows.is_empty());
+                    if what == "scan" || what == "rscan" {
+                        let spec = ScanSpec {
+                            reversed: what == "rscan",
+                            ..ScanSpec::forward(&key(i), b"")
+                        };
+                        let page = s.scan(&spec, limits).expect("scan");
+                        rows += page.rows.len();
                     } else {
                         s.get(&key(i), &ReadSpec::default()).expect("get");
                     }
                 }
+                println!("{what}: {:.1} rows per call", rows as f64 / iters as f64);
                 println!(
                     "{what}: {:.0} ops/s",
                     iters as f64 / t.elapsed().as_secs_f64()

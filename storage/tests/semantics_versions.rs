@@ -133,7 +133,6 @@ fn column_selection_restricts_and_unknown_family_is_an_error() {
 #[test]
 fn server_timestamps_never_go_backwards_and_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let future = 4_000_000_000_000i64;
     {
         let mut s = open(dir.path());
         // A delete with a server timestamp pushes the next one past it.
@@ -148,7 +147,6 @@ fn server_timestamps_never_go_backwards_and_survive_reopen() {
         );
         s.close().unwrap();
     }
-    let _ = future;
     let mut s = open(dir.path());
     let before = cells(&s, "r", &read(1))[0].1;
     mutate(&mut s, "r2", vec![put("one", "q", None, "c")]);
