@@ -18,7 +18,29 @@
 //! - [`error`]: the crate's one error enum.
 //!
 //! # Guarantees
-//! See `storage/FORMAT.md` for the byte-level formats and the recovery steps.
+//! See `storage/FORMAT.md` for the byte-level formats and the recovery steps; the visibility
+//! rules (versions, delete markers, TTL) are stated in [`model`] and in `resolve.rs`.
+//!
+//! # Example
+//! ```
+//! use kura_storage::*;
+//! let dir = tempfile::tempdir()?;
+//! let families = vec![FamilyDescriptor::new("cf").with_max_versions(3)];
+//! let (mut store, _report) = RegionStore::open(dir.path(), StoreOptions::new(families))?;
+//! let put = |ts, v: &str| Mutation::Put {
+//!     family: b"cf".to_vec(),
+//!     qualifier: b"q".to_vec(),
+//!     timestamp: Some(ts),
+//!     value: v.as_bytes().to_vec(),
+//! };
+//! store.mutate_row(RowMutation { row: b"r1".to_vec(), mutations: vec![put(2, "new"), put(1, "old")] })?;
+//! let read = ReadSpec { max_versions: 3, ..ReadSpec::default() };
+//! let row = store.get(b"r1", &read)?.expect("written");
+//! assert_eq!(row.cells.len(), 2);
+//! assert_eq!(row.cells[0].value, b"new"); // newest first
+//! store.close()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod codec;
 pub mod error;
