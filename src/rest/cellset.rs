@@ -78,9 +78,13 @@ fn parse_ts_text(s: &str) -> ApiResult<Timestamp> {
         .map_err(|_| ApiError::bad(format!("timestamp {s:?} is not a number")))
 }
 
-/// A timestamp of `LATEST_TIMESTAMP` (i64::MAX) on input means "server time", as in HBase.
-fn normalize_ts(ts: Option<Timestamp>) -> Option<Timestamp> {
-    ts.filter(|&t| t != i64::MAX)
+/// A timestamp of `LATEST_TIMESTAMP` (i64::MAX) on input means "server time", as in HBase;
+/// a negative one is refused, as HBase refuses it.
+fn normalize_ts(ts: Option<Timestamp>) -> ApiResult<Option<Timestamp>> {
+    match ts {
+        Some(t) if t < 0 => Err(ApiError::bad(format!("timestamp {t} is negative"))),
+        other => Ok(other.filter(|&t| t != i64::MAX)),
+    }
 }
 
 fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
@@ -108,7 +112,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
             };
             cells.push(CellIn {
                 column: json_b64(c.get("column"), "column")?,
-                timestamp: normalize_ts(json_ts(c.get("timestamp"))?),
+                timestamp: normalize_ts(json_ts(c.get("timestamp"))?)?,
                 value: json_b64(c.get("$"), "cell value")?.unwrap_or_default(),
             });
         }
@@ -163,7 +167,7 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
                             None => None,
                         };
                         let timestamp = match attr(e, b"timestamp")? {
-                            Some(t) => normalize_ts(Some(parse_ts_text(&t)?)),
+                            Some(t) => normalize_ts(Some(parse_ts_text(&t)?))?,
                             None => None,
                         };
                         let c = CellIn {
@@ -341,6 +345,19 @@ mod tests {
         assert_eq!(rows[0].cells[0].value, b"value1");
         assert_eq!(rows[0].cells[0].timestamp, Some(7));
         assert_eq!(rows[0].cells[1].value, b"");
+    }
+
+    #[test]
+    fn negative_timestamps_are_refused_and_latest_means_now() {
+        let neg =
+            br#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":-1,"$":""}]}]}"#;
+        assert!(parse_cellset(Repr::Json, neg).is_err());
+        let latest = format!(
+            r#"{{"Row":[{{"key":"cm93","Cell":[{{"column":"Y2Y6YQ==","timestamp":{},"$":""}}]}}]}}"#,
+            i64::MAX
+        );
+        let rows = parse_cellset(Repr::Json, latest.as_bytes()).expect("valid");
+        assert_eq!(rows[0].cells[0].timestamp, None);
     }
 
     #[test]

@@ -349,8 +349,12 @@ pub async fn put(
                 v.to_str()
                     .ok()
                     .and_then(|s| s.trim().parse::<i64>().ok())
-                    .ok_or_else(|| ApiError::bad("X-Timestamp must be a number of milliseconds"))?,
-            ),
+                    .filter(|&t| t >= 0)
+                    .ok_or_else(|| {
+                        ApiError::bad("X-Timestamp must be a non-negative number of milliseconds")
+                    })?,
+            )
+            .filter(|&t| t != i64::MAX),
         };
         let (family, qualifier) = split_column(&column)?;
         check_key(&state.limits, &row)?;
