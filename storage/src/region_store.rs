@@ -850,17 +850,28 @@ impl RegionStore {
         MergeIter::new(sources)
     }
 
-    /// The greatest row below `upper` in any source (`None` bound: the greatest row).
-    fn last_row_before(&self, upper: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
-        let mut best: Option<&[u8]> = self.memtable.last_row_before(upper);
+    /// One step of a reversed scan: the greatest row below `upper` in any source (`None` bound:
+    /// the greatest row), with a merge positioned at it over only the sources that hold it.
+    fn prev_row(&self, upper: Option<&[u8]>) -> Result<Option<(Vec<u8>, MergeIter<'_>)>> {
+        let mem = self.memtable.last_row_before(upper);
+        let mut lasts = Vec::with_capacity(self.segments.len());
         for s in &self.segments {
-            if let Some(r) = s.last_row_before(upper)? {
-                if best.is_none_or(|b| r > b) {
-                    best = Some(r);
-                }
+            lasts.push(s.last_row_before(upper)?);
+        }
+        let Some(best) = lasts.iter().flatten().copied().chain(mem).max() else {
+            return Ok(None);
+        };
+        let row = best.to_vec();
+        let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> = Vec::new();
+        if mem == Some(best) {
+            sources.push(Box::new(self.memtable.iter_from(&row)));
+        }
+        for (s, last) in self.segments.iter().zip(&lasts) {
+            if *last == Some(best) {
+                sources.push(Box::new(s.iter_from(Some(&row))?));
             }
         }
-        Ok(best.map(<[u8]>::to_vec))
+        Ok(Some((row, MergeIter::new(sources)?)))
     }
 
     /// Read `row` from `it` (positioned at it) as the store's reads see it.
@@ -978,11 +989,10 @@ impl RegionStore {
                 Bound::Included(k) => Some(row_successor(k)),
                 Bound::Excluded(k) => Some(k.clone()),
             };
-            while let Some(row) = self.last_row_before(upper.as_deref())? {
+            while let Some((row, mut it)) = self.prev_row(upper.as_deref())? {
                 if !spec.contains(&row) {
                     break;
                 }
-                let mut it = self.sources_from(Some(&row))?;
                 if let Some(r) = self.visible_row(&mut it, &row, &spec.read, now_ms, filter)? {
                     if !take(r, &mut page) {
                         return Ok(page);
