@@ -493,3 +493,50 @@ async fn bad_input_is_a_400_with_the_error_body() {
     let (status, body) = call!(&app, get("/apps/graph/nodes/ghost/relationships?type=t"));
     assert_error(status, &body, 404);
 }
+
+#[actix_web::test]
+async fn create_patch_delete_storms_never_leave_an_index_row_without_its_relationship() {
+    let s = store().await;
+    let app = app!(s.kura);
+    node!(&app, "m");
+    node!(&app, "n");
+    let mut alive = 0i64;
+    for round in 0..25 {
+        let results = futures::future::join_all((0..32).map(|i| {
+            let app = &app;
+            async move {
+                match i % 4 {
+                    0 => call!(app, post("/apps/graph/relationships", json!({"start": "m", "type": "t", "end": "n", "properties": {"c": i.to_string()}}))),
+                    1 => call!(app, delete("/apps/graph/relationships/m/t/n")),
+                    _ => call!(app, patch("/apps/graph/relationships/m/t/n", json!({"put": {"v": format!("{round}-{i}")}}))),
+                }
+            }
+        }))
+        .await;
+        assert!(
+            results
+                .iter()
+                .all(|(st, _)| [200, 201, 204, 404, 409].contains(st)),
+            "round {round}: {results:?}"
+        );
+        let (status, row) = call!(&app, get("/apps/graph/relationships/m/t/n"));
+        // Every 201 made the relationship exist and every 204 ended one: the counts balance.
+        let alive_now = i64::from(status == 200);
+        let net = results.iter().filter(|r| r.0 == 201).count() as i64
+            - results.iter().filter(|r| r.0 == 204).count() as i64;
+        assert_eq!(
+            net,
+            alive_now - alive,
+            "round {round}: creates minus deletes"
+        );
+        alive = alive_now;
+        let (_, out) = call!(&app, get("/apps/graph/nodes/m/relationships?type=t"));
+        let (_, inc) = call!(
+            &app,
+            get("/apps/graph/nodes/n/relationships?type=t&direction=incoming")
+        );
+        let want = if status == 200 { vec![row] } else { Vec::new() };
+        assert_eq!(rels(&out), want, "round {round}: outgoing list");
+        assert_eq!(rels(&inc), want, "round {round}: incoming list");
+    }
+}

@@ -7,13 +7,16 @@
 //!
 //! | row | bytes | cells |
 //! |---|---|---|
-//! | node `n` | `H(n) | 0x00 | str(n)` | `g:p` properties, `g:c` created, `g:u` updated |
+//! | node `n` | `H(n) | 0x00 | str(n)` | `g:p` properties, `g:c` created, `g:u` token |
 //! | relationship `s -t-> e` | `H(s) | 0x01 | str(s) | str(t) | str(e)` | `g:p`, `g:c`, `g:u` |
 //! | adjacency index | `H(x) | 0x02 | str(x) | dir (1 B) | str(t) | u64::MAX - c (8, BE) | str(y)` | `g:""` = properties |
 //!
 //! - `dir` is `0x01` INCOMING (x = end node, y = start node) or `0x02` OUTGOING (x = start, y =
 //!   end); `c` is the relationship's create time. Every relationship has one index row of each.
-//! - `g:c`, `g:u` are 8-byte BE i64 ms. `g:p` and `g:""` hold the properties as
+//! - `g:c` is the create time (8-byte BE i64 ms). `g:u` is the check-and-mutate token: on a live
+//!   row the update time followed by the create time (8 + 8 bytes BE; unique per incarnation of
+//!   the row, unlike the update time alone); on a deleted row a tombstone, the delete time (8
+//!   bytes), written just above the delete marker. `g:p` and `g:""` hold the properties as
 //!   `u32 n | (str(key) | str(value))*` (the sample code's encoding; `{}` is empty bytes).
 //! - An index row's cell timestamp is the relationship's update time: a list entry's
 //!   `updated_at` is read from it.
@@ -22,21 +25,25 @@
 //!   list is the partial scan of `H(x) | 0x02 | str(x) | dir | str(t)`, inside that region.
 //!
 //! # Invariants (the algorithm of §1.5 D1–D9)
-//! 1. Create (D1, D5) is `check_and_mutate(row, g:u, absent, put p,c,u @ts)`: of N concurrent
-//!    creates exactly one passes (201), the others see `g:u` and get 409. A relationship's
-//!    index rows are written after it, at `ts = c`.
+//! 1. Create (D1, D5) reads `g:u` and, if it is absent or a tombstone `d`, does
+//!    `check_and_mutate(row, g:u == what it read, put p,c,u @ts)` with `ts > d + 1`: of N
+//!    concurrent creates exactly one passes (201), the others re-read a live row and get 409.
+//!    The documents check "absent", which also passes right after a concurrent delete whose
+//!    marker is at or above `ts`: the create would answer 201 and stay invisible. A
+//!    relationship's index rows are written after it, at `ts = c`.
 //! 2. Update (D3, D7) loops: read `p, c, u`; `u' = max(tick, u + 1)`;
 //!    `check_and_mutate(row, g:u == u, put p,u @u')`; retry on a failed check. So successful
 //!    updates are totally ordered and their `u'` strictly increase in that order. Then both index
 //!    rows (keys from the stored `c`) are put at cell timestamp `u'`: the highest timestamp wins
 //!    whatever order the index writes arrive in, so the index converges on the row's properties.
 //! 3. Delete (D4, D8) loops the same way with `d = max(tick, u + 1)` and
-//!    `check_and_mutate(row, g:u == u, delete row @d)`, then deletes both index rows at `d`;
+//!    `check_and_mutate(row, g:u == u, delete row @d, tombstone @d+1)`, then deletes both index
+//!    rows at `d`;
 //!    their keys are built from the stored `c` (the sample code built them from `d` and never
 //!    deleted anything: D8 bug). Every update that passed its check before has `u' < d`, so its
 //!    straggling index put is masked by the delete marker.
-//! 4. All of those timestamps go through [`super::clock`], so a relationship or node re-created
-//!    after a delete has `c` above the delete marker and is visible.
+//! 4. All of those timestamps go through [`super::clock`] (observed), so later ones are above
+//!    them; create times are unique in the process.
 //! 5. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
 //!    that disconnects does not stop it between the relationship row and its index rows.
 //! 6. A node with relationships is not deleted (409) unless `cascade=true`, which deletes each
@@ -216,6 +223,74 @@ fn put(q: &[u8], value: Vec<u8>, ts: i64) -> Mutation {
     }
 }
 
+/// The `g:u` value: update time then create time (8 B BE each). It is the check-and-mutate
+/// token: `u` orders the versions of one incarnation of a row, `c` (unique per process, see
+/// [`clock::tick_unique`]) tells incarnations apart, so a check never passes against a row that
+/// was deleted and re-created since it was read, even if the new `u` equals the old one.
+fn token(updated: i64, created: i64) -> Vec<u8> {
+    let mut v = updated.to_be_bytes().to_vec();
+    v.extend_from_slice(&created.to_be_bytes());
+    v
+}
+
+/// The mutations of an entity delete at `ts`: a row delete marker at `ts` (masking every version
+/// at or below it, including straggling index-row writes of earlier updates), and a tombstone
+/// `g:u` = `ts` (8 bytes) at `ts + 1`, above the marker.
+///
+/// Why the tombstone: a create must put its cells above the marker, or they stay masked and
+/// invisible. Markers cannot be read, so the tombstone records the marker's time; a create reads
+/// it, writes at a later time, and checks `g:u` still holds it.
+fn delete_with_tombstone(ts: i64) -> Vec<Mutation> {
+    clock::observe(ts.saturating_add(1));
+    vec![
+        Mutation::DeleteRow {
+            timestamp: Some(ts),
+        },
+        put(UPDATED, ts.to_be_bytes().to_vec(), ts.saturating_add(1)),
+    ]
+}
+
+/// D1/D5: creates the row at `key` unless it exists; `Some(create time)` if this call created it.
+///
+/// `check_and_mutate(g:u == what was read)`: absent for a row never written, the tombstone of
+/// the last delete otherwise, with a create time above that delete's marker. Of N concurrent
+/// creates exactly one passes; the others re-read, find the row live and report a conflict.
+async fn create_row(kura: &Kura, key: &[u8], props: &[u8]) -> AppResult<Option<i64>> {
+    loop {
+        let (expected, floor) = match load_state(kura, key).await? {
+            State::Live(_) => return Ok(None),
+            State::Absent => (Vec::new(), i64::MIN),
+            State::Deleted { at, raw } => (raw, at.saturating_add(2)),
+        };
+        let ts = clock::tick_unique().max(floor);
+        clock::observe(ts);
+        let cam = CheckAndMutate {
+            row: key.to_vec(),
+            family: FAMILY.into(),
+            qualifier: UPDATED.to_vec(),
+            expected,
+            mutations: vec![
+                put(PROPS, props.to_vec(), ts),
+                put(CREATED, ts.to_be_bytes().to_vec(), ts),
+                put(UPDATED, token(ts, ts), ts),
+            ],
+        };
+        if kura.check_and_mutate(TABLE, cam).await? {
+            return Ok(Some(ts));
+        }
+    }
+}
+
+/// What a node or relationship row holds.
+enum State {
+    /// Never written (or compacted away).
+    Absent,
+    /// Deleted at `at`; `raw` is the tombstone's bytes.
+    Deleted { at: i64, raw: Vec<u8> },
+    /// Alive.
+    Live(Stored),
+}
+
 /// A node or relationship row as stored.
 struct Stored {
     props: Properties,
@@ -225,21 +300,27 @@ struct Stored {
     updated_raw: Vec<u8>,
 }
 
-fn parse_stored(row: &Row) -> AppResult<Option<Stored>> {
+fn parse_state(row: &Row) -> AppResult<State> {
     let cell = |q: &[u8]| {
         row.cells
             .iter()
             .find(|c| c.family == FAMILY.as_bytes() && c.qualifier == q)
-    };
-    let Some(u) = cell(UPDATED) else {
-        return Ok(None);
     };
     let time = |v: &[u8]| {
         <[u8; 8]>::try_from(v)
             .map(i64::from_be_bytes)
             .map_err(|_| AppError::Internal("graph time cell is not 8 bytes".into()))
     };
-    let updated = time(&u.value)?;
+    let Some(u) = cell(UPDATED) else {
+        return Ok(State::Absent);
+    };
+    if u.value.len() == 8 {
+        return Ok(State::Deleted {
+            at: time(&u.value)?,
+            raw: u.value.clone(),
+        });
+    }
+    let updated = time(u.value.get(..8).unwrap_or(&u.value))?;
     let created = match cell(CREATED) {
         Some(c) => time(&c.value)?,
         None => updated,
@@ -248,7 +329,7 @@ fn parse_stored(row: &Row) -> AppResult<Option<Stored>> {
         Some(p) => decode_props(&p.value)?,
         None => Properties::new(),
     };
-    Ok(Some(Stored {
+    Ok(State::Live(Stored {
         props,
         created,
         updated,
@@ -256,10 +337,18 @@ fn parse_stored(row: &Row) -> AppResult<Option<Stored>> {
     }))
 }
 
-async fn load(kura: &Kura, key: &[u8]) -> AppResult<Option<Stored>> {
+async fn load_state(kura: &Kura, key: &[u8]) -> AppResult<State> {
     match kura.get(TABLE, key, &ReadSpec::default()).await? {
-        Some(row) => parse_stored(&row),
-        None => Ok(None),
+        Some(row) => parse_state(&row),
+        None => Ok(State::Absent),
+    }
+}
+
+/// The live row at `key`, if any.
+async fn load(kura: &Kura, key: &[u8]) -> AppResult<Option<Stored>> {
+    match load_state(kura, key).await? {
+        State::Live(s) => Ok(Some(s)),
+        State::Absent | State::Deleted { .. } => Ok(None),
     }
 }
 
@@ -394,24 +483,12 @@ async fn create_node(state: web::Data<AppState>, body: web::Payload) -> AppResul
     super::ensure_table(&kura, TABLE).await?;
     let node = run_detached(async move {
         let props = new.properties.unwrap_or_default();
-        let ts = clock::tick_unique();
-        let cam = CheckAndMutate {
-            row: node_key(&new.id),
-            family: FAMILY.into(),
-            qualifier: UPDATED.to_vec(),
-            expected: Vec::new(),
-            mutations: vec![
-                put(PROPS, encode_props(&props), ts),
-                put(CREATED, ts.to_be_bytes().to_vec(), ts),
-                put(UPDATED, ts.to_be_bytes().to_vec(), ts),
-            ],
-        };
-        if !kura.check_and_mutate(TABLE, cam).await? {
+        let Some(ts) = create_row(&kura, &node_key(&new.id), &encode_props(&props)).await? else {
             return Err(AppError::Conflict(format!(
                 "node {:?} already exists",
                 new.id
             )));
-        }
+        };
         Ok(Node {
             id: new.id,
             properties: props,
@@ -459,7 +536,7 @@ async fn update_node(
                 expected: old.updated_raw,
                 mutations: vec![
                     put(PROPS, encode_props(&props), ts),
-                    put(UPDATED, ts.to_be_bytes().to_vec(), ts),
+                    put(UPDATED, token(ts, old.created), ts),
                 ],
             };
             if kura.check_and_mutate(TABLE, cam).await? {
@@ -586,9 +663,7 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
                 family: FAMILY.into(),
                 qualifier: UPDATED.to_vec(),
                 expected: old.updated_raw,
-                mutations: vec![Mutation::DeleteRow {
-                    timestamp: Some(ts),
-                }],
+                mutations: delete_with_tombstone(ts),
             };
             if kura.check_and_mutate(TABLE, cam).await? {
                 if cascade {
@@ -624,24 +699,13 @@ async fn create_relationship(
         }
         let props = new.properties.unwrap_or_default();
         let value = encode_props(&props);
-        let ts = clock::tick_unique();
-        let cam = CheckAndMutate {
-            row: rel_key(&new.start, &new.rel_type, &new.end),
-            family: FAMILY.into(),
-            qualifier: UPDATED.to_vec(),
-            expected: Vec::new(),
-            mutations: vec![
-                put(PROPS, value.clone(), ts),
-                put(CREATED, ts.to_be_bytes().to_vec(), ts),
-                put(UPDATED, ts.to_be_bytes().to_vec(), ts),
-            ],
-        };
-        if !kura.check_and_mutate(TABLE, cam).await? {
+        let key = rel_key(&new.start, &new.rel_type, &new.end);
+        let Some(ts) = create_row(&kura, &key, &value).await? else {
             return Err(AppError::Conflict(format!(
                 "relationship {:?} -{:?}-> {:?} already exists",
                 new.start, new.rel_type, new.end
             )));
-        }
+        };
         let ms = index_keys(&new.start, &new.rel_type, &new.end, ts)
             .into_iter()
             .map(|row| RowMutation {
@@ -698,7 +762,7 @@ async fn update_relationship(
                 expected: old.updated_raw,
                 mutations: vec![
                     put(PROPS, value.clone(), ts),
-                    put(UPDATED, ts.to_be_bytes().to_vec(), ts),
+                    put(UPDATED, token(ts, old.created), ts),
                 ],
             };
             if !kura.check_and_mutate(TABLE, cam).await? {
@@ -740,9 +804,7 @@ async fn delete_relationship(kura: &Kura, s: &str, t: &str, e: &str) -> AppResul
             family: FAMILY.into(),
             qualifier: UPDATED.to_vec(),
             expected: old.updated_raw,
-            mutations: vec![Mutation::DeleteRow {
-                timestamp: Some(ts),
-            }],
+            mutations: delete_with_tombstone(ts),
         };
         if !kura.check_and_mutate(TABLE, cam).await? {
             continue;
