@@ -52,10 +52,14 @@ pub struct SchemaIn {
     pub families: Vec<(String, BTreeMap<String, String>)>,
 }
 
-fn value_text(v: &Value) -> String {
+/// An attribute value: a string, or a number or boolean (HBase calls `toString` on them).
+fn value_text(key: &str, v: &Value) -> ApiResult<String> {
     match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
+        _ => Err(ApiError::bad(format!(
+            "schema attribute {key} must be a string, a number or a boolean"
+        ))),
     }
 }
 
@@ -83,9 +87,10 @@ fn parse_json(body: &[u8]) -> ApiResult<SchemaIn> {
                     let mut attrs = BTreeMap::new();
                     for (ck, cv) in c {
                         if ck == "name" {
-                            name = Some(value_text(&cv));
+                            name = Some(value_text("name", &cv)?);
                         } else {
-                            attrs.insert(ck, value_text(&cv));
+                            let text = value_text(&ck, &cv)?;
+                            attrs.insert(ck, text);
                         }
                     }
                     let name =
@@ -94,7 +99,8 @@ fn parse_json(body: &[u8]) -> ApiResult<SchemaIn> {
                 }
             }
             _ => {
-                out.attrs.insert(k, value_text(&v));
+                let text = value_text(&k, &v)?;
+                out.attrs.insert(k, text);
             }
         }
     }
@@ -543,6 +549,8 @@ mod tests {
             &br#"{"ColumnSchema":[]}"#[..],
             br#"{"ColumnSchema":[{"name":"a:b"}]}"#,
             br#"{"ColumnSchema":[{"name":"a","VERSIONS":"x"}]}"#,
+            br#"{"ColumnSchema":[{"name":["a","b"]}]}"#,
+            br#"{"ColumnSchema":[{"name":"a","TTL":{}}]}"#,
             br#"[1]"#,
         ] {
             let r = parse_json(body).and_then(|s| descriptor_from("t", s));
