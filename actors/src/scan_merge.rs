@@ -130,8 +130,14 @@ impl MergedScan<'_> {
         let mut out: Vec<Row> = Vec::new();
         let mut bytes = 0usize;
         let mut waiting_since: Option<Instant> = None;
+        // Refill only when a stream ran dry: every pick must see the head of every live stream.
+        let mut need_refill = true;
         loop {
-            self.refill(&mut streams, &mut waiting_since, pin).await?;
+            if need_refill {
+                let remaining = (want - out.len()).max(1);
+                self.refill(&mut streams, remaining, &mut waiting_since, pin)
+                    .await?;
+            }
             if out.len() >= want || (bytes >= self.page.max_bytes && !out.is_empty()) {
                 break;
             }
@@ -153,17 +159,14 @@ impl MergedScan<'_> {
                 })
                 .map(|(i, _)| i);
             let Some(i) = best else { break };
-            if let Some(row) = streams[i].buf.pop_front() {
+            let stream = &mut streams[i];
+            if let Some(row) = stream.buf.pop_front() {
                 bytes += row_bytes(&row);
                 self.route
                     .count_read(bucket_of(&row.key, &self.route.desc.salt));
                 out.push(row);
             }
-            // The next page of a stream is sized to what is still wanted.
-            let remaining = want - out.len();
-            for s in streams.iter_mut() {
-                s.page_rows = s.page_rows.min(remaining.max(1));
-            }
+            need_refill = stream.buf.is_empty() && !stream.exhausted;
         }
         let complete = streams.iter().all(|s| s.exhausted && s.buf.is_empty());
         Ok(ScanPage {
@@ -177,6 +180,7 @@ impl MergedScan<'_> {
     async fn refill(
         &self,
         streams: &mut Vec<Stream>,
+        remaining: usize,
         waiting_since: &mut Option<Instant>,
         pin: Option<u32>,
     ) -> Result<()> {
@@ -185,7 +189,11 @@ impl MergedScan<'_> {
             let fetches = streams
                 .iter_mut()
                 .filter(|s| s.buf.is_empty() && !s.exhausted)
-                .map(|s| s.fetch(max_bytes));
+                .map(|s| {
+                    // The next page of a stream is sized to what is still wanted.
+                    s.page_rows = s.page_rows.min(remaining);
+                    s.fetch(max_bytes)
+                });
             let results = futures::future::join_all(fetches).await;
             if results.is_empty() {
                 return Ok(());
