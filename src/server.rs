@@ -12,12 +12,16 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
+use actix_web::http::ConnectionType;
 use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, App, Error, HttpServer, ResponseError};
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
+
+/// Most body bytes read (and dropped) from a refused request to keep its connection usable.
+const UNAUTHORIZED_DRAIN_LIMIT: usize = 64 << 10;
 
 /// The bearer token clients must present, registered as `web::Data<AuthToken>`.
 /// Absent data or `AuthToken(None)` means authentication is off.
@@ -57,8 +61,27 @@ pub async fn require_bearer(
         }
     };
     if !admitted {
-        let resp = ApiError::Unauthorized.error_response();
-        return Ok(req.into_response(resp));
+        // Drain a small body so the connection can carry the client's next request; a large
+        // one is not read for an unauthenticated client: the connection is closed instead.
+        let (http_req, mut payload) = req.into_parts();
+        let mut drained = 0usize;
+        let mut whole = true;
+        while let Some(chunk) = payload.next().await {
+            match chunk {
+                Ok(bytes) if drained + bytes.len() <= UNAUTHORIZED_DRAIN_LIMIT => {
+                    drained += bytes.len();
+                }
+                _ => {
+                    whole = false;
+                    break;
+                }
+            }
+        }
+        let mut resp = ApiError::Unauthorized.error_response();
+        if !whole {
+            resp.head_mut().set_connection_type(ConnectionType::Close);
+        }
+        return Ok(ServiceResponse::new(http_req, resp));
     }
     Ok(next.call(req).await?.map_into_boxed_body())
 }
