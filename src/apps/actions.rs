@@ -6,8 +6,8 @@
 //!
 //! | row | bytes | cells |
 //! |---|---|---|
-//! | action | `P(u) (12) | 0x00 | u64::MAX - stamp (8, BE) | action_id (8, BE)` = 29 B | `content:name` = UTF-8 name |
-//! | id sequence | `P(u) (12) | 0x01` = 13 B | `content:seq` = 8-byte BE counter |
+//! | action | `P(u) (12) \| 0x00 \| u64::MAX - stamp (8, BE) \| action_id (8, BE)` = 29 B | `content:name` = UTF-8 name |
+//! | id sequence | `P(u) (12) \| 0x01` = 13 B | `content:seq` = 8-byte BE counter |
 //!
 //! The list is the partial scan `[P(u)|0x00, P(u)|0x01)`: `stamp` descending, ties by
 //! `action_id` ascending. `stamp` and `action_id` are read back from the key; only the name is a

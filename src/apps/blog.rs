@@ -6,10 +6,10 @@
 //!
 //! | row | bytes | cells |
 //! |---|---|---|
-//! | main list | `P(u) (12) | 0x00 | u64::MAX - post_at (8, BE) | article_id (8, BE)` = 29 B | `d:""` = article JSON |
-//! | category list | `P(u) (12) | 0x01 | category_id (4, BE) | u64::MAX - post_at (8) | article_id (8)` = 33 B | `d:""` = article JSON |
-//! | article | `P(u) (12) | 0x02 | article_id (8, BE)` = 21 B | `d:""` = article JSON (the authoritative copy) |
-//! | id sequence | `P(u) (12) | 0x03` = 13 B | `d:""` = 8-byte BE counter |
+//! | main list | `P(u) (12) \| 0x00 \| u64::MAX - post_at (8, BE) \| article_id (8, BE)` = 29 B | `d:""` = article JSON |
+//! | category list | `P(u) (12) \| 0x01 \| category_id (4, BE) \| u64::MAX - post_at (8) \| article_id (8)` = 33 B | `d:""` = article JSON |
+//! | article | `P(u) (12) \| 0x02 \| article_id (8, BE)` = 21 B | `d:""` = article JSON (the authoritative copy) |
+//! | id sequence | `P(u) (12) \| 0x03` = 13 B | `d:""` = 8-byte BE counter |
 //!
 //! The article JSON is `{"article_id","user_id","user_name","title","content","category_id",
 //! "category_name","post_at","update_at"}` (the contract's article object).

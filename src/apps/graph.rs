@@ -7,9 +7,9 @@
 //!
 //! | row | bytes | cells |
 //! |---|---|---|
-//! | node `n` | `H(n) | 0x00 | str(n)` | `g:p` properties, `g:c` created, `g:u` token |
-//! | relationship `s -t-> e` | `H(s) | 0x01 | str(s) | str(t) | str(e)` | `g:p`, `g:c`, `g:u` |
-//! | adjacency index | `H(x) | 0x02 | str(x) | dir (1 B) | str(t) | u64::MAX - c (8, BE) | str(y)` | `g:""` = properties |
+//! | node `n` | `H(n) \| 0x00 \| str(n)` | `g:p` properties, `g:c` created, `g:u` token |
+//! | relationship `s -t-> e` | `H(s) \| 0x01 \| str(s) \| str(t) \| str(e)` | `g:p`, `g:c`, `g:u` |
+//! | adjacency index | `H(x) \| 0x02 \| str(x) \| dir (1 B) \| str(t) \| u64::MAX - c (8, BE) \| str(y)` | `g:""` = properties |
 //!
 //! - `dir` is `0x01` INCOMING (x = end node, y = start node) or `0x02` OUTGOING (x = start, y =
 //!   end); `c` is the relationship's create time. Every relationship has one index row of each.
