@@ -3,8 +3,9 @@
 //! One invocation: (optionally start a server) → `/healthz` baseline with the same
 //! connections and bounds → prepare tables → load phase → run phase (closed or open loop;
 //! with `--half-peak` a closed run then an open run at half its throughput) → correctness
-//! check → `result.json`, `summary.md`, `chart.svg`. `--sweep regions` repeats prepare/load/run
-//! for each region count (and, with `--spawn-server`, for each arbiter count).
+//! check → the `/healthz` baseline again (ratios use the mean of both) → `result.json`,
+//! `summary.md`, `chart.svg`. `--sweep regions` repeats all of it for each region count (and,
+//! with `--spawn-server`, for each arbiter count).
 //!
 //! Exit codes: 0 ok, 1 a correctness check failed, 2 the run could not be made.
 
@@ -248,13 +249,24 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
     }
     let mut verification = workload.verify(&mut conn).await?;
     invalid_answers(&phases, &mut verification);
-    let ratios = match &baseline {
-        Some(b) => phases
+    // The ceiling again after the run: its drift bounds how far the ratios can be trusted.
+    let baseline_after = match &baseline {
+        Some(_) => {
+            let cfg = args.phase("baseline-after", addr, Mode::Closed, seed);
+            Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
+        }
+        None => None,
+    };
+    let bases: Vec<&PhaseResult> = baseline.iter().chain(&baseline_after).collect();
+    let ratios = if bases.is_empty() {
+        Vec::new()
+    } else {
+        baseline
             .iter()
-            .filter(|p| p.name != "load")
-            .map(|p| Ratio::of(p, b))
-            .collect(),
-        None => Vec::new(),
+            .chain(phases.iter().filter(|p| p.name != "load"))
+            .chain(&baseline_after)
+            .map(|p| Ratio::of(p, &bases))
+            .collect()
     };
     let passed = verification.passed();
     Ok(RunResult {
@@ -270,6 +282,7 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
         duration_s: args.duration.map(|d| d.as_secs_f64()),
         ops: args.ops,
         baseline,
+        baseline_after,
         phases,
         ratios,
         verification,

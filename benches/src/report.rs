@@ -77,15 +77,26 @@ pub struct Ratio {
 }
 
 impl Ratio {
-    /// `phase` relative to `baseline`.
-    pub fn of(phase: &PhaseResult, baseline: &PhaseResult) -> Ratio {
+    /// `phase` relative to the mean of the `baselines` (before and, if measured, after the
+    /// run: on a shared machine the ceiling drifts, and the mean of both sides is fairer than
+    /// either alone).
+    pub fn of(phase: &PhaseResult, baselines: &[&PhaseResult]) -> Ratio {
         let div = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-        let (p, b) = (&phase.summary, &baseline.summary);
+        let n = baselines.len().max(1) as f64;
+        let mean =
+            |f: &dyn Fn(&PhaseResult) -> f64| baselines.iter().map(|b| f(b)).sum::<f64>() / n;
+        let p = &phase.summary;
         Ratio {
             phase: phase.name.clone(),
-            throughput: div(p.throughput, b.throughput),
-            p50: div(p.latency.p50_us as f64, b.latency.p50_us as f64),
-            p99: div(p.latency.p99_us as f64, b.latency.p99_us as f64),
+            throughput: div(p.throughput, mean(&|b| b.summary.throughput)),
+            p50: div(
+                p.latency.p50_us as f64,
+                mean(&|b| b.summary.latency.p50_us as f64),
+            ),
+            p99: div(
+                p.latency.p99_us as f64,
+                mean(&|b| b.summary.latency.p99_us as f64),
+            ),
         }
     }
 }
@@ -115,8 +126,11 @@ pub struct RunResult {
     pub duration_s: Option<f64>,
     /// Operation bound.
     pub ops: Option<u64>,
-    /// The `/healthz` baseline.
+    /// The `/healthz` baseline, measured before the run.
     pub baseline: Option<PhaseResult>,
+    /// The same baseline measured again after the run (drift check).
+    #[serde(default)]
+    pub baseline_after: Option<PhaseResult>,
     /// Load and run phases, in order.
     pub phases: Vec<PhaseResult>,
     /// Run phases relative to the baseline.
@@ -161,7 +175,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
         "| phase | mode | conns | ops | ops/s | x healthz | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    let all = r.baseline.iter().chain(&r.phases);
+    let all = r.baseline.iter().chain(&r.phases).chain(&r.baseline_after);
     for p in all {
         let ratio = r
             .ratios
@@ -260,7 +274,12 @@ fn chart_err<E: std::fmt::Display>(e: E) -> LoadError {
 
 /// Draw throughput (top) and p99 latency (bottom) per second for every phase.
 pub fn timeline_chart(r: &RunResult, path: &Path) -> Result<()> {
-    let phases: Vec<&PhaseResult> = r.baseline.iter().chain(&r.phases).collect();
+    let phases: Vec<&PhaseResult> = r
+        .baseline
+        .iter()
+        .chain(&r.phases)
+        .chain(&r.baseline_after)
+        .collect();
     let xmax = phases
         .iter()
         .map(|p| p.summary.timeline.len())
@@ -542,8 +561,9 @@ mod tests {
             mode: Mode::Open { rate: 100.0 },
             duration_s: Some(1.0),
             ops: None,
-            ratios: vec![Ratio::of(&run, &baseline)],
+            ratios: vec![Ratio::of(&run, &[&baseline])],
             baseline: Some(baseline),
+            baseline_after: None,
             phases: vec![run],
             verification: Verification {
                 checked: true,
