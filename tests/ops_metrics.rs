@@ -239,3 +239,51 @@ async fn scanner_gauge_counts_open_rest_scanners() {
     assert_eq!(res.status(), 200);
     assert_eq!(value(&scrape!(app), "kura_scanners_open", &[]), Some(0.0));
 }
+
+#[actix_web::test]
+async fn rest_requests_are_counted_by_endpoint_kind_and_operation() {
+    let (kura, _dir) = ops_support::start_kura().await;
+    ops_support::create_table(&kura, "r", 16, 1).await;
+    let app = ops_app!(kura);
+    let before = scrape!(app);
+    let count = |s: &Scrape, endpoint: &str, op: &str| {
+        value(
+            s,
+            "kura_http_requests_total",
+            &[("endpoint", endpoint), ("op", op), ("status", "2xx")],
+        )
+        .unwrap_or(0.0)
+    };
+    // row1, cf:a = v1, in the HBase REST JSON CellSet form.
+    let body = r#"{"Row":[{"key":"cm93MQ==","Cell":[{"column":"Y2Y6YQ==","$":"djE="}]}]}"#;
+    let res = call_service(
+        &app,
+        TestRequest::put()
+            .uri("/r/row1")
+            .insert_header(("Content-Type", "application/json"))
+            .set_payload(body)
+            .to_request(),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    for uri in ["/r/row1", "/r/*?limit=10"] {
+        let req = TestRequest::get()
+            .uri(uri)
+            .insert_header(("Accept", "application/json"));
+        let res = call_service(&app, req.to_request()).await;
+        assert_eq!(res.status(), 200, "{uri}");
+        let _ = read_body(res).await;
+    }
+    let after = scrape!(app);
+    for (endpoint, op) in [("row", "put"), ("row", "get"), ("scan", "scan")] {
+        assert!(
+            count(&after, endpoint, op) >= count(&before, endpoint, op) + 1.0,
+            "{endpoint}/{op} moved"
+        );
+    }
+    // The raw paths never become labels.
+    assert!(after
+        .samples
+        .iter()
+        .all(|s| s.labels.get("endpoint") != Some("/r/row1")));
+}
