@@ -281,9 +281,20 @@ async fn rest_requests_are_counted_by_endpoint_kind_and_operation() {
             "{endpoint}/{op} moved"
         );
     }
-    // The raw paths never become labels.
-    assert!(after
+    // Label values come from the fixed sets, never from raw paths.
+    for s in after
         .samples
         .iter()
-        .all(|s| s.labels.get("endpoint") != Some("/r/row1")));
+        .filter(|s| s.metric.starts_with("kura_http_"))
+    {
+        if let Some(e) = s.labels.get("endpoint") {
+            assert!(
+                kura::ops::metrics::ENDPOINTS.contains(&e),
+                "endpoint label {e}"
+            );
+        }
+        if let Some(o) = s.labels.get("op") {
+            assert!(kura::ops::metrics::OPS.contains(&o), "op label {o}");
+        }
+    }
 }
