@@ -7,7 +7,8 @@
 //! length-prefixed run of bytes, not element by element as serde would).
 //!
 //! # Invariants
-//! 1. Any change to the bytes an encoding produces bumps [`FORMAT_VERSION`].
+//! 1. Any change to the bytes an encoding produces bumps [`FORMAT_VERSION`] (or, for a change
+//!    to the log record only, [`LOG_FORMAT_VERSION`]).
 //! 2. [`decode`] consumes the whole input; trailing bytes are an error.
 
 use crate::error::{Error, Result};
@@ -15,6 +16,11 @@ use bincode::config::{Configuration, Limit, LittleEndian, Varint};
 
 /// Version of the log, segment and manifest formats; written into every file's header.
 pub const FORMAT_VERSION: u8 = 1;
+
+/// Version of the log format, written into each log's header. Version 2 added the optional
+/// idempotency field at the end of a log record; logs of version 1 are still read (and never
+/// appended to: recovery starts a new log). Segments and manifests are still version 1.
+pub const LOG_FORMAT_VERSION: u8 = 2;
 
 /// Largest payload a log frame or the manifest may hold (64 MiB): checked before allocating.
 pub const MAX_FRAME: usize = 64 << 20;

@@ -45,6 +45,7 @@
 pub mod codec;
 pub mod error;
 pub mod fs;
+pub mod idempotency;
 mod key;
 mod log;
 mod manifest;
@@ -57,6 +58,7 @@ mod segment;
 
 pub use error::{Error, Result};
 pub use fs::{Fault, FaultOp, FileSystem, SimFs, StdFs};
+pub use idempotency::IdempotencyOptions;
 pub use model::*;
 pub use region_store::{
     CompactionOutput, CompactionTask, Durability, RecoveryMode, RecoveryReport, RegionStats,

@@ -1,6 +1,7 @@
 //! The region's append-only log (our WAL): one frame per committed row operation.
 //!
-//! File: `header (8) | frame*`, header = `b"KURALOG"` + format version. Frame =
+//! File: `header (8) | frame*`, header = `b"KURALOG"` + log format version (2; version-1 logs,
+//! whose records have no idempotency field, are still read). Frame =
 //! `[u32 len LE][u32 crc32 LE of payload][payload]`, payload = a bincode [`LogRecord`]
 //! (see [`crate::codec`]).
 //!
@@ -16,7 +17,7 @@
 //!    end of the file, or it ends exactly at the end of the file, or only zero bytes follow,
 //!    and no valid frame starts anywhere after it.
 
-use crate::codec::{self, FORMAT_VERSION, MAX_FRAME};
+use crate::codec::{self, LOG_FORMAT_VERSION, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
 use std::path::{Path, PathBuf};
@@ -28,8 +29,13 @@ const FRAME_HEADER: usize = 8;
 fn header() -> [u8; 8] {
     let mut h = [0u8; 8];
     h[..7].copy_from_slice(&LOG_MAGIC);
-    h[7] = FORMAT_VERSION;
+    h[7] = LOG_FORMAT_VERSION;
     h
+}
+
+/// The log format versions this reader understands (1: no idempotency field).
+fn known_version(v: u8) -> bool {
+    v == 1 || v == LOG_FORMAT_VERSION
 }
 
 /// One cell effect inside a [`LogRecord`].
@@ -53,6 +59,32 @@ pub(crate) struct LogRecord {
     pub clock: i64,
     pub row: Vec<u8>,
     pub cells: Vec<LogCell>,
+    /// Version 2: the idempotency key of the operation and its outcome, recorded atomically
+    /// with its effects (`cells` may then be empty: a failed check, or a key re-logged when
+    /// the log was rotated).
+    pub idem: Option<LogIdem>,
+}
+
+/// An idempotency key and the outcome it answers with (format version 2).
+#[derive(Clone, Debug, PartialEq, Eq, bincode::Encode, bincode::Decode)]
+pub(crate) struct LogIdem {
+    /// The client's key (the store scopes it by the record's row).
+    pub key: Vec<u8>,
+    /// Wall-clock ms when the operation was first applied (the window counts from it).
+    pub at_ms: i64,
+    pub outcome: LogOutcome,
+}
+
+/// A new cell in a logged outcome: `(family, qualifier, timestamp, value)`.
+pub(crate) type OutcomeCell = (Vec<u8>, Vec<u8>, i64, Vec<u8>);
+
+/// A [`crate::model::WriteOutcome`] as logged.
+#[derive(Clone, Debug, PartialEq, Eq, bincode::Encode, bincode::Decode)]
+pub(crate) enum LogOutcome {
+    Mutated,
+    /// New cells of an increment or append: `(family, qualifier, timestamp, value)`.
+    Cells(Vec<OutcomeCell>),
+    Checked(bool),
 }
 
 /// [`LogCell`] decoded in place: the same bytes, fields borrowed from the log.
@@ -72,6 +104,30 @@ pub(crate) struct LogRecordRef<'a> {
     pub clock: i64,
     pub row: &'a [u8],
     pub cells: Vec<LogCellRef<'a>>,
+    pub idem: Option<LogIdem>,
+}
+
+/// A version-1 record (no idempotency field), decoded in place.
+#[derive(bincode::BorrowDecode)]
+struct LogRecordRefV1<'a> {
+    seq: u64,
+    clock: i64,
+    row: &'a [u8],
+    cells: Vec<LogCellRef<'a>>,
+}
+
+fn decode_record(version: u8, payload: &[u8]) -> Result<LogRecordRef<'_>> {
+    if version == 1 {
+        let r: LogRecordRefV1<'_> = codec::decode_borrowed(payload)?;
+        return Ok(LogRecordRef {
+            seq: r.seq,
+            clock: r.clock,
+            row: r.row,
+            cells: r.cells,
+            idem: None,
+        });
+    }
+    codec::decode_borrowed(payload)
 }
 
 /// Appends frames to the active log file.
@@ -188,6 +244,8 @@ pub(crate) struct ReplayOutcome {
     pub file_len: u64,
     pub records: u64,
     pub damage: Option<Damage>,
+    /// The format version in the log's header (0 if the header was unreadable).
+    pub version: u8,
 }
 
 /// True if a valid frame starts at any offset of `rest`.
@@ -223,6 +281,7 @@ pub(crate) fn replay(
         file_len,
         records: 0,
         damage: None,
+        version: 0,
     };
     if bytes.len() < LOG_HEADER_LEN as usize {
         out.damage = Some(Damage {
@@ -232,7 +291,7 @@ pub(crate) fn replay(
         });
         return Ok(out);
     }
-    if bytes[..8] != header() {
+    if bytes[..7] != LOG_MAGIC || !known_version(bytes[7]) {
         out.damage = Some(Damage {
             offset: 0,
             reason: "bad log magic or format version".into(),
@@ -240,6 +299,7 @@ pub(crate) fn replay(
         });
         return Ok(out);
     }
+    out.version = bytes[7];
     let mut at = LOG_HEADER_LEN as usize;
     while at < bytes.len() {
         let offset = at as u64;
@@ -278,7 +338,7 @@ pub(crate) fn replay(
             out.damage = Some(damage("frame checksum mismatch", tail));
             break;
         }
-        let rec: LogRecordRef<'_> = match codec::decode_borrowed(payload) {
+        let rec: LogRecordRef<'_> = match decode_record(out.version, payload) {
             Ok(rec) => rec,
             Err(e) => {
                 out.damage = Some(damage(&format!("undecodable record: {e}"), false));
@@ -313,6 +373,7 @@ mod tests {
                 kind: 3,
                 value: vec![seq as u8; 10],
             }],
+            idem: None,
         }
     }
 
@@ -343,6 +404,7 @@ mod tests {
                         value: c.value.to_vec(),
                     })
                     .collect(),
+                idem: r.idem,
             });
             Ok(())
         })

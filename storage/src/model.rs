@@ -368,9 +368,27 @@ pub enum WriteOp {
     Increment(Increment),
     Append(Append),
     CheckAndMutate(CheckAndMutate),
+    /// A write carrying an idempotency key: within the store's window (see
+    /// `IdempotencyOptions`), a write with the same key on the same row is not applied again
+    /// but answered with the first outcome. `op` must not itself be `Keyed`.
+    Keyed {
+        key: Vec<u8>,
+        op: Box<WriteOp>,
+    },
 }
 
 impl WriteOp {
+    /// `self` with an idempotency key (`None`: unchanged).
+    pub fn with_key(self, key: Option<Vec<u8>>) -> WriteOp {
+        match key {
+            Some(key) => WriteOp::Keyed {
+                key,
+                op: Box::new(self),
+            },
+            None => self,
+        }
+    }
+
     /// The row this write touches.
     pub fn row(&self) -> &[u8] {
         match self {
@@ -378,6 +396,7 @@ impl WriteOp {
             WriteOp::Increment(i) => &i.row,
             WriteOp::Append(a) => &a.row,
             WriteOp::CheckAndMutate(c) => &c.row,
+            WriteOp::Keyed { op, .. } => op.row(),
         }
     }
 }

@@ -38,8 +38,9 @@
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StdFs};
+use crate::idempotency::{self, IdempotencyCache, IdempotencyOptions, MAX_IDEMPOTENCY_KEY};
 use crate::key::{row_successor, Entry, Kind, MemKey};
-use crate::log::{self, LogCell, LogRecord, LogWriter};
+use crate::log::{self, LogCell, LogIdem, LogRecord, LogWriter};
 use crate::manifest::{self, FamilyRecord, Manifest, SegmentRecord};
 use crate::memtable::Memtable;
 use crate::merge::{EntrySource, MergeIter};
@@ -535,6 +536,8 @@ pub struct RegionStore {
     reads: AtomicU64,
     /// Segments held by outstanding compaction tasks (the tiered compaction leaves them alone).
     reserved: Arc<parking_lot::Mutex<BTreeSet<u64>>>,
+    /// Outcomes of keyed writes within the idempotency window (rebuilt from the log).
+    idem: IdempotencyCache,
 }
 
 impl std::fmt::Debug for RegionStore {
@@ -606,7 +609,8 @@ impl RegionStore {
             ..RecoveryReport::default()
         };
         let strict = options.recovery == RecoveryMode::Strict;
-        let mut active: Option<(u64, u64)> = None;
+        let mut active: Option<(u64, u64, u8)> = None;
+        let mut idem = IdempotencyCache::new(IdempotencyOptions::default());
         let mut stopped = false;
         let mut file_ids = m.next_file.max(max_id + 1);
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
@@ -621,6 +625,9 @@ impl RegionStore {
                 next_seq = next_seq.max(rec.seq + rec.cells.len() as u64);
                 clock.observe(rec.clock);
                 apply_record_ref(&mut memtable, &rec)?;
+                if let Some(i) = &rec.idem {
+                    idem.insert(rec.row, &i.key, i.at_ms, idempotency::from_log(&i.outcome));
+                }
                 if memtable.bytes() > options.memtable_budget {
                     // Keep memory bounded while replaying a long log: spill to a segment. The
                     // manifest keeps pointing at this log, so a crash now replays it again
@@ -670,16 +677,22 @@ impl RegionStore {
                     .map_err(|e| Error::io(&path, e))?;
                 stopped = true;
             }
-            active = Some((n, out.valid_len));
+            active = Some((n, out.valid_len, out.version));
         }
 
         let next_file = AtomicU64::new(file_ids);
         let log = match active {
-            Some((n, len)) if len >= log::LOG_HEADER_LEN => {
+            Some((n, len, version))
+                if len >= log::LOG_HEADER_LEN && version == crate::codec::LOG_FORMAT_VERSION =>
+            {
                 LogWriter::open(&*fs, &log_path(dir, n), n, len)?
             }
-            Some((n, _)) => LogWriter::create(&*fs, &log_path(dir, n), n)?,
-            None => {
+            Some((n, len, _)) if len < log::LOG_HEADER_LEN => {
+                LogWriter::create(&*fs, &log_path(dir, n), n)?
+            }
+            // A log of an older format is never appended to: a new one follows it (both are
+            // replayed, in id order, until the next flush).
+            Some(_) | None => {
                 let n = next_file.fetch_add(1, Ordering::SeqCst);
                 LogWriter::create(&*fs, &log_path(dir, n), n)?
             }
@@ -721,6 +734,7 @@ impl RegionStore {
             stats: RegionStats::default(),
             reads: AtomicU64::new(0),
             reserved: Arc::default(),
+            idem,
         };
         if fresh || store.families != stored || log_number < m.log_number {
             store.write_manifest(&store.segments, store.log.number)?;
@@ -1171,30 +1185,81 @@ impl RegionStore {
     }
 
     /// Log and apply the effects of one operation on one row.
-    fn commit(&mut self, row: Vec<u8>, cells: Vec<LogCell>) -> Result<()> {
-        if cells.is_empty() {
-            return Ok(());
+    ///
+    /// With an idempotency key, the key and `outcome` are recorded in the same log record as
+    /// the effects (even if there are none), then remembered.
+    fn commit(
+        &mut self,
+        row: Vec<u8>,
+        cells: Vec<LogCell>,
+        key: Option<Vec<u8>>,
+        outcome: WriteOutcome,
+    ) -> Result<WriteOutcome> {
+        if cells.is_empty() && key.is_none() {
+            return Ok(outcome);
         }
+        let at_ms = self.idem.now();
         let rec = LogRecord {
             seq: self.next_seq,
             clock: self.clock.persisted(),
             row,
             cells,
+            idem: key.map(|key| LogIdem {
+                key,
+                at_ms,
+                outcome: idempotency::to_log(&outcome),
+            }),
         };
         self.log.add(&rec)?;
         self.next_seq += rec.cells.len() as u64;
+        if let Some(i) = &rec.idem {
+            self.idem.insert(&rec.row, &i.key, at_ms, outcome.clone());
+        }
         apply_record(&mut self.memtable, rec)?;
-        Ok(())
+        Ok(outcome)
     }
 
-    fn apply_op(&mut self, op: WriteOp) -> Result<WriteOutcome> {
+    /// Apply one operation; with a key already remembered for its row, answer the remembered
+    /// outcome instead.
+    fn apply_keyed(&mut self, op: WriteOp, key: Option<Vec<u8>>) -> Result<WriteOutcome> {
+        let (op, key) = match (op, key) {
+            (WriteOp::Keyed { key, op }, None) => (*op, Some(key)),
+            (WriteOp::Keyed { .. }, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "a write carries two idempotency keys".into(),
+                ))
+            }
+            (op, key) => (op, key),
+        };
+        if matches!(op, WriteOp::Keyed { .. }) {
+            return Err(Error::InvalidArgument(
+                "a write carries two idempotency keys".into(),
+            ));
+        }
+        if let Some(k) = &key {
+            if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY {
+                return Err(Error::InvalidArgument(format!(
+                    "an idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
+                )));
+            }
+            check_row(op.row())?;
+            if let Some(outcome) = self.idem.get(op.row(), k) {
+                return Ok(outcome);
+            }
+        }
+        self.apply_op(op, key)
+    }
+
+    fn apply_op(&mut self, op: WriteOp, key: Option<Vec<u8>>) -> Result<WriteOutcome> {
         let mut cells = Vec::new();
         match op {
+            WriteOp::Keyed { .. } => Err(Error::InvalidArgument(
+                "a write carries two idempotency keys".into(),
+            )),
             WriteOp::Mutate(m) => {
                 check_row(&m.row)?;
                 self.mutation_effects(&m.row, m.mutations, &mut cells)?;
-                self.commit(m.row, cells)?;
-                Ok(WriteOutcome::Mutated)
+                self.commit(m.row, cells, key, WriteOutcome::Mutated)
             }
             WriteOp::Increment(inc) => {
                 let combine = |f: &[u8], q: &[u8], old: Option<&[u8]>, amount: &i64| {
@@ -1216,8 +1281,7 @@ impl RegionStore {
                 };
                 let results =
                     self.read_modify_write(&inc.row, &inc.columns, &combine, &mut cells)?;
-                self.commit(inc.row, cells)?;
-                Ok(WriteOutcome::Cells(results))
+                self.commit(inc.row, cells, key, WriteOutcome::Cells(results))
             }
             WriteOp::Append(app) => {
                 let combine = |_: &[u8], _: &[u8], old: Option<&[u8]>, suffix: &Vec<u8>| {
@@ -1227,8 +1291,7 @@ impl RegionStore {
                 };
                 let results =
                     self.read_modify_write(&app.row, &app.columns, &combine, &mut cells)?;
-                self.commit(app.row, cells)?;
-                Ok(WriteOutcome::Cells(results))
+                self.commit(app.row, cells, key, WriteOutcome::Cells(results))
             }
             WriteOp::CheckAndMutate(cam) => {
                 check_row(&cam.row)?;
@@ -1245,11 +1308,10 @@ impl RegionStore {
                     current.is_some_and(|c| c.value == cam.expected)
                 };
                 if !matches {
-                    return Ok(WriteOutcome::Checked(false));
+                    return self.commit(cam.row, cells, key, WriteOutcome::Checked(false));
                 }
                 self.mutation_effects(&cam.row, cam.mutations, &mut cells)?;
-                self.commit(cam.row, cells)?;
-                Ok(WriteOutcome::Checked(true))
+                self.commit(cam.row, cells, key, WriteOutcome::Checked(true))
             }
         }
     }
@@ -1258,7 +1320,21 @@ impl RegionStore {
     /// one result per operation, in order. Each operation is atomic for its row; the batch is
     /// not atomic as a whole. If the log write or fsync fails, the store is poisoned and every
     /// operation of the batch fails with `Error::Poisoned` (none is acknowledged).
+    ///
+    /// A [`WriteOp::Keyed`] operation is handled as by [`RegionStore::write_batch_keyed`].
     pub fn write_batch(&mut self, ops: Vec<WriteOp>) -> Vec<Result<WriteOutcome>> {
+        self.write_batch_keyed(ops.into_iter().map(|op| (op, None)).collect())
+    }
+
+    /// [`RegionStore::write_batch`] with an optional idempotency key per operation. A key is
+    /// scoped by the operation's row: if the same key was recorded on that row within the
+    /// window (see [`RegionStore::set_idempotency_options`]), the operation is not applied and
+    /// its first outcome is returned. The key and the outcome are logged in the same record as
+    /// the operation's effects, so they survive a crash exactly when the write does.
+    pub fn write_batch_keyed(
+        &mut self,
+        ops: Vec<(WriteOp, Option<Vec<u8>>)>,
+    ) -> Vec<Result<WriteOutcome>> {
         if let Err(e) = self.check_usable() {
             let msg = e.to_string();
             return ops
@@ -1266,8 +1342,10 @@ impl RegionStore {
                 .map(|_| Err(Error::Poisoned(msg.clone())))
                 .collect();
         }
-        let mut results: Vec<Result<WriteOutcome>> =
-            ops.into_iter().map(|op| self.apply_op(op)).collect();
+        let mut results: Vec<Result<WriteOutcome>> = ops
+            .into_iter()
+            .map(|(op, key)| self.apply_keyed(op, key))
+            .collect();
         let applied = results.iter().filter(|r| r.is_ok()).count() as u64;
         if let Err(e) = self.finish_batch(applied) {
             self.poison(&e);
@@ -1386,7 +1464,23 @@ impl RegionStore {
             Ok(())
         })?;
         let log_id = self.alloc_file();
-        let new_log = LogWriter::create(&*self.fs, &log_path(&self.dir, log_id), log_id)?;
+        let mut new_log = LogWriter::create(&*self.fs, &log_path(&self.dir, log_id), log_id)?;
+        // The live idempotency keys move to the new log (durably, before the manifest makes
+        // the old one obsolete).
+        let live = self.idem.live();
+        if !live.is_empty() {
+            for (row, i) in live {
+                new_log.add(&LogRecord {
+                    seq: self.next_seq,
+                    clock: self.clock.persisted(),
+                    row,
+                    cells: Vec::new(),
+                    idem: Some(i),
+                })?;
+            }
+            new_log.write_pending()?;
+            new_log.sync()?;
+        }
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
@@ -1544,6 +1638,13 @@ impl RegionStore {
         options: StoreOptions,
     ) -> Result<()> {
         self.check_usable()?;
+        // The idempotency keys of the exported rows go with them, in the new store's log.
+        let keys: Vec<(Vec<u8>, LogIdem)> = self
+            .idem
+            .live()
+            .into_iter()
+            .filter(|(row, _)| pred(row))
+            .collect();
         let fs = &*self.fs;
         fs.create_dir_all(dest_dir)
             .map_err(|e| Error::io(dest_dir, e))?;
@@ -1559,8 +1660,22 @@ impl RegionStore {
         } else {
             options.families.clone()
         };
+        if !keys.is_empty() {
+            let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2)?;
+            for (row, i) in keys {
+                w.add(&LogRecord {
+                    seq: self.next_seq,
+                    clock: self.clock.persisted(),
+                    row,
+                    cells: Vec::new(),
+                    idem: Some(i),
+                })?;
+            }
+            w.write_pending()?;
+            w.sync()?;
+        }
         let m = Manifest {
-            next_file: 2,
+            next_file: 3,
             log_number: 2,
             segments: seg
                 .iter()
@@ -1581,6 +1696,18 @@ impl RegionStore {
             fs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
         }
         Ok(())
+    }
+
+    /// Replace the idempotency window, key bound and clock (the store opens with
+    /// [`IdempotencyOptions::default`]: 10 minutes, 100,000 keys). Keys outside the new bounds
+    /// are forgotten at once.
+    pub fn set_idempotency_options(&mut self, opts: IdempotencyOptions) {
+        self.idem.set_options(opts);
+    }
+
+    /// Idempotency keys currently remembered.
+    pub fn idempotency_keys(&self) -> usize {
+        self.idem.len()
     }
 
     /// Bytes held by the memtable and the segment files.
