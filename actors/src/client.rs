@@ -512,7 +512,22 @@ impl Kura {
 
     /// Increment counters of one row atomically; returns the new values (8-byte big-endian).
     pub async fn increment(&self, table: &str, inc: Increment) -> Result<Vec<Cell>> {
-        match self.write_one(table, WriteOp::Increment(inc)).await? {
+        self.increment_keyed(table, inc, None).await
+    }
+
+    /// [`Kura::increment`] with an optional idempotency key: a retry with the same key on the
+    /// same row (within the store's window: 10 minutes, 100,000 keys per region) is not applied
+    /// again and answers the first new values.
+    pub async fn increment_keyed(
+        &self,
+        table: &str,
+        inc: Increment,
+        key: Option<Vec<u8>>,
+    ) -> Result<Vec<Cell>> {
+        match self
+            .write_one(table, WriteOp::Increment(inc).with_key(key))
+            .await?
+        {
             WriteOutcome::Cells(cells) => Ok(cells),
             other => Err(ActorError::Internal(format!(
                 "increment answered {other:?}"
@@ -522,7 +537,20 @@ impl Kura {
 
     /// Append onto columns of one row atomically; returns the new values.
     pub async fn append(&self, table: &str, app: Append) -> Result<Vec<Cell>> {
-        match self.write_one(table, WriteOp::Append(app)).await? {
+        self.append_keyed(table, app, None).await
+    }
+
+    /// [`Kura::append`] with an optional idempotency key (see [`Kura::increment_keyed`]).
+    pub async fn append_keyed(
+        &self,
+        table: &str,
+        app: Append,
+        key: Option<Vec<u8>>,
+    ) -> Result<Vec<Cell>> {
+        match self
+            .write_one(table, WriteOp::Append(app).with_key(key))
+            .await?
+        {
             WriteOutcome::Cells(cells) => Ok(cells),
             other => Err(ActorError::Internal(format!("append answered {other:?}"))),
         }
@@ -530,7 +558,21 @@ impl Kura {
 
     /// Check one column and mutate the row if it matches; `Ok(false)` if the check failed.
     pub async fn check_and_mutate(&self, table: &str, cam: CheckAndMutate) -> Result<bool> {
-        match self.write_one(table, WriteOp::CheckAndMutate(cam)).await? {
+        self.check_and_mutate_keyed(table, cam, None).await
+    }
+
+    /// [`Kura::check_and_mutate`] with an optional idempotency key: a retry with the same key
+    /// on the same row answers the first outcome (applied or not) without checking again.
+    pub async fn check_and_mutate_keyed(
+        &self,
+        table: &str,
+        cam: CheckAndMutate,
+        key: Option<Vec<u8>>,
+    ) -> Result<bool> {
+        match self
+            .write_one(table, WriteOp::CheckAndMutate(cam).with_key(key))
+            .await?
+        {
             WriteOutcome::Checked(applied) => Ok(applied),
             other => Err(ActorError::Internal(format!(
                 "check-and-mutate answered {other:?}"
