@@ -119,7 +119,9 @@ fn linearizable(history: &[Event]) -> bool {
     while next[head] != usize::MAX {
         if entry == usize::MAX {
             // Ran off the end without finding a return: backtrack.
-            let Some((i, old)) = stack.pop() else { return false };
+            let Some((i, old)) = stack.pop() else {
+                return false;
+            };
             linearized[i / 64] &= !(1 << (i % 64));
             state = old;
             relink(&mut next, &mut prev, ret_slot[i]);
@@ -145,7 +147,9 @@ fn linearizable(history: &[Event]) -> bool {
             entry = next[entry];
         } else {
             // A return whose call is not yet linearized: undo the last choice.
-            let Some((j, old)) = stack.pop() else { return false };
+            let Some((j, old)) = stack.pop() else {
+                return false;
+            };
             linearized[j / 64] &= !(1 << (j % 64));
             state = old;
             relink(&mut next, &mut prev, ret_slot[j]);
@@ -157,7 +161,13 @@ fn linearizable(history: &[Event]) -> bool {
 }
 
 fn ev(key: usize, op: Op, outcome: Outcome, call: u128, ret: u128) -> Event {
-    Event { key, op, outcome, call, ret }
+    Event {
+        key,
+        op,
+        outcome,
+        call,
+        ret,
+    }
 }
 
 #[test]
@@ -165,8 +175,20 @@ fn checker_accepts_a_sequential_register_history() {
     let h = vec![
         ev(0, Op::Put(b"a".to_vec()), Outcome::Done, 0, 1),
         ev(0, Op::Get, Outcome::Value(Some(b"a".to_vec())), 2, 3),
-        ev(0, Op::Cas(b"a".to_vec(), b"b".to_vec()), Outcome::Applied(true), 4, 5),
-        ev(0, Op::Cas(b"a".to_vec(), b"c".to_vec()), Outcome::Applied(false), 6, 7),
+        ev(
+            0,
+            Op::Cas(b"a".to_vec(), b"b".to_vec()),
+            Outcome::Applied(true),
+            4,
+            5,
+        ),
+        ev(
+            0,
+            Op::Cas(b"a".to_vec(), b"c".to_vec()),
+            Outcome::Applied(false),
+            6,
+            7,
+        ),
         ev(0, Op::Delete, Outcome::Done, 8, 9),
         ev(0, Op::Get, Outcome::Value(None), 10, 11),
     ];
@@ -187,8 +209,20 @@ fn checker_rejects_a_stale_read_after_a_completed_write() {
 fn checker_rejects_two_successful_cas_from_the_same_expected_value() {
     let h = vec![
         ev(0, Op::Put(b"a".to_vec()), Outcome::Done, 0, 1),
-        ev(0, Op::Cas(b"a".to_vec(), b"x".to_vec()), Outcome::Applied(true), 2, 10),
-        ev(0, Op::Cas(b"a".to_vec(), b"y".to_vec()), Outcome::Applied(true), 3, 9),
+        ev(
+            0,
+            Op::Cas(b"a".to_vec(), b"x".to_vec()),
+            Outcome::Applied(true),
+            2,
+            10,
+        ),
+        ev(
+            0,
+            Op::Cas(b"a".to_vec(), b"y".to_vec()),
+            Outcome::Applied(true),
+            3,
+            9,
+        ),
     ];
     assert!(!linearizable(&h));
 }
@@ -252,7 +286,12 @@ fn run_client(http: &mut Http, client: usize, ops: usize, keys: usize, t0: Insta
             }
             Op::Put(v) => {
                 let r = http
-                    .request("PUT", &path, &[("Content-Type", "application/octet-stream")], v)
+                    .request(
+                        "PUT",
+                        &path,
+                        &[("Content-Type", "application/octet-stream")],
+                        v,
+                    )
                     .expect("put");
                 assert_eq!(r.status, 200, "put {path}: {}", r.text());
                 Outcome::Done
@@ -296,7 +335,13 @@ fn run_client(http: &mut Http, client: usize, ops: usize, keys: usize, t0: Insta
         if seen.len() > 32 {
             seen.remove(0);
         }
-        events.push(Event { key, op, outcome, call, ret });
+        events.push(Event {
+            key,
+            op,
+            outcome,
+            call,
+            ret,
+        });
     }
     events
 }
@@ -322,8 +367,10 @@ fn concurrent_get_put_delete_and_check_and_put_histories_are_linearizable() {
             })
         })
         .collect();
-    let history: Vec<Event> =
-        handles.into_iter().flat_map(|h| h.join().expect("client thread")).collect();
+    let history: Vec<Event> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("client thread"))
+        .collect();
     assert_eq!(history.len(), CLIENTS * OPS_PER_CLIENT);
 
     for key in 0..KEYS {

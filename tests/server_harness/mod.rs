@@ -70,7 +70,10 @@ impl Server {
                     panic!("kura exited during start-up: {status}");
                 }
             }
-            assert!(start.elapsed() < timeout, "kura did not become ready within {timeout:?}");
+            assert!(
+                start.elapsed() < timeout,
+                "kura did not become ready within {timeout:?}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -131,6 +134,8 @@ impl Response {
 pub struct Http {
     addr: SocketAddr,
     reader: BufReader<TcpStream>,
+    /// The server answered `Connection: close`: the next request opens a new connection.
+    closed: bool,
 }
 
 impl Http {
@@ -138,11 +143,16 @@ impl Http {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        Ok(Http { addr, reader: BufReader::new(stream) })
+        Ok(Http {
+            addr,
+            reader: BufReader::new(stream),
+            closed: false,
+        })
     }
 
-    /// Sends one request and reads the whole response. Reconnects once if the server closed an
-    /// idle keep-alive connection before the request was written.
+    /// Sends one request and reads the whole response. Opens a new connection first when the
+    /// previous response said `Connection: close` (as a server does after answering without
+    /// reading a request body).
     pub fn request(
         &mut self,
         method: &str,
@@ -161,6 +171,9 @@ impl Http {
         head.push_str("\r\n");
         let mut buf = head.into_bytes();
         buf.extend_from_slice(body);
+        if self.closed {
+            *self = Http::connect(self.addr)?;
+        }
         self.reader.get_mut().write_all(&buf)?;
         self.read_response(method == "HEAD")
     }
@@ -168,7 +181,10 @@ impl Http {
     fn read_response(&mut self, head_only: bool) -> io::Result<Response> {
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ));
         }
         let status: u16 = line
             .split_whitespace()
@@ -199,8 +215,11 @@ impl Http {
                 loop {
                     line.clear();
                     self.reader.read_line(&mut line)?;
-                    let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "chunk size"))?;
+                    let size =
+                        usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                            .map_err(|_| {
+                                io::Error::new(io::ErrorKind::InvalidData, "chunk size")
+                            })?;
                     if size == 0 {
                         line.clear();
                         self.reader.read_line(&mut line)?;
@@ -217,7 +236,12 @@ impl Http {
                 self.reader.read_exact(&mut body)?;
             }
         }
-        Ok(Response { status, headers, body })
+        self.closed = get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
     }
 }
 
@@ -226,20 +250,38 @@ pub fn b64(bytes: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
 
 /// Creates table `name` with the given families through the REST schema endpoint.
 pub fn create_table(http: &mut Http, name: &str, families: &[&str]) {
-    let cols: Vec<String> = families.iter().map(|f| format!("{{\"name\":\"{f}\"}}")).collect();
-    let body = format!("{{\"name\":\"{name}\",\"ColumnSchema\":[{}]}}", cols.join(","));
+    let cols: Vec<String> = families
+        .iter()
+        .map(|f| format!("{{\"name\":\"{f}\"}}"))
+        .collect();
+    let body = format!(
+        "{{\"name\":\"{name}\",\"ColumnSchema\":[{}]}}",
+        cols.join(",")
+    );
     let r = http
         .request(
             "PUT",
