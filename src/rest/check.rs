@@ -9,6 +9,10 @@
 //! 3. check=delete with only the check cell deletes every version of the checked column.
 //! 4. check=increment amounts are decimal ASCII; stored counters are 8-byte big-endian.
 //! 5. `rr=true` answers the new values of an append or increment as a CellSet.
+//! 6. An `Idempotency-Key` header (1 to 256 bytes, else 400) makes the write idempotent: a retry
+//!    with the same key on the same table and row, within the store's window (10 minutes,
+//!    100,000 keys per region, surviving restarts), is not applied again and gets the first
+//!    answer (same status, same new values). The key is scoped by the row in the store.
 
 use super::cellset::{self, RowIn};
 use super::media::{negotiate, Repr};
@@ -19,6 +23,30 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use actix_web::{HttpRequest, HttpResponse};
 use kura_storage::model::{Append, CheckAndMutate, ColumnSpec, Increment, Mutation, Row};
+
+/// The request header carrying an idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+/// Longest idempotency key accepted, in bytes.
+pub const MAX_IDEMPOTENCY_KEY: usize = 256;
+
+/// The request's idempotency key, if any; 400 if it is empty or too long.
+fn idempotency_key(req: &HttpRequest) -> ApiResult<Option<Vec<u8>>> {
+    let mut values = req.headers().get_all(IDEMPOTENCY_KEY);
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::bad("more than one Idempotency-Key header"));
+    }
+    let bytes = v.as_bytes();
+    if bytes.is_empty() || bytes.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(ApiError::bad(format!(
+            "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes, got {}",
+            bytes.len()
+        )));
+    }
+    Ok(Some(bytes.to_vec()))
+}
 
 /// Dispatches a `?check=` request whose body has been parsed into `rows`.
 pub async fn handle(
@@ -36,6 +64,7 @@ pub async fn handle(
             "Invalid check value '{mode}'; use put, delete, append or increment"
         )));
     }
+    let idem = idempotency_key(req)?;
     let desc = table_or_404(state, table)?;
     let mut rows = rows;
     if rows.len() != 1 {
@@ -102,7 +131,7 @@ pub async fn handle(
                 expected: check.value,
                 mutations,
             };
-            checked(kura.check_and_mutate(table, cam).await?)
+            checked(kura.check_and_mutate_keyed(table, cam, idem).await?)
         }
         "delete" => {
             let check = cells.pop().ok_or_else(|| {
@@ -156,7 +185,7 @@ pub async fn handle(
                 expected: check.value,
                 mutations,
             };
-            checked(kura.check_and_mutate(table, cam).await?)
+            checked(kura.check_and_mutate_keyed(table, cam, idem).await?)
         }
         "append" => {
             let mut columns = Vec::with_capacity(cells.len());
@@ -175,12 +204,13 @@ pub async fn handle(
                 return Err(ApiError::bad("check=append needs at least one cell"));
             }
             let new = kura
-                .append(
+                .append_keyed(
                     table,
                     Append {
                         row: key.clone(),
                         columns,
                     },
+                    idem,
                 )
                 .await?;
             result(req, rr, key, new)
@@ -208,12 +238,13 @@ pub async fn handle(
                 return Err(ApiError::bad("check=increment needs at least one cell"));
             }
             let new = kura
-                .increment(
+                .increment_keyed(
                     table,
                     Increment {
                         row: key.clone(),
                         columns,
                     },
+                    idem,
                 )
                 .await?;
             result(req, rr, key, new)
