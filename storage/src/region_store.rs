@@ -35,6 +35,10 @@
 //! 7. Increment and append write their new cell at `max(now, old_ts + 1)` when the current
 //!    version is not older than `now` (HBase's rule), so the new value is never hidden behind
 //!    an existing version.
+//! 8. A keyed write (`write_batch_keyed`, [`WriteOp::Keyed`]) logs its idempotency key and its
+//!    outcome in the same record as its effects; the map of live keys (`crate::idempotency`) is
+//!    rebuilt by replay and re-logged into the new log by every flush before the manifest
+//!    retires the old one, so a key is remembered exactly when its write survived.
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StdFs};
