@@ -51,12 +51,18 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(config: Config, token: Option<String>) -> Result<(), String> {
+    let started = std::time::Instant::now();
     let kura = Kura::start(config.kura_config()).await.map_err(|e| {
         format!(
             "cannot open the store in {}: {e}",
             config.data_dir.display()
         )
     })?;
+    kura::ops::metrics::record_startup(started.elapsed());
+    tracing::info!(
+        took_ms = started.elapsed().as_millis() as u64,
+        "store opened"
+    );
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }

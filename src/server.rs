@@ -2,8 +2,10 @@
 //! bearer-token authentication, panic catching, and the `HttpServer` builder.
 //!
 //! # Invariants
-//! 1. When a token is configured, every request but `GET /healthz` must carry
-//!    `Authorization: Bearer <token>`; the comparison takes the same time whatever the guess.
+//! 1. When a token is configured, every request but `GET /healthz` and the console's static
+//!    files (`GET /ui`, `GET /ui/...`, which hold no data; the console then asks for the token)
+//!    must carry `Authorization: Bearer <token>`; the comparison takes the same time whatever
+//!    the guess.
 //! 2. A handler that panics still answers: 500 with a plain-text body, never a dropped connection.
 //! 3. The request head must arrive within the header timeout (slowloris).
 
@@ -44,6 +46,14 @@ impl AuthToken {
     }
 }
 
+/// Requests admitted without a token: liveness and the console's static files.
+fn is_public(req: &ServiceRequest) -> bool {
+    let path = req.path();
+    path == "/healthz"
+        || (req.method() == actix_web::http::Method::GET
+            && (path == "/ui" || path.starts_with("/ui/")))
+}
+
 /// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request carries the token.
 pub async fn require_bearer(
     req: ServiceRequest,
@@ -52,7 +62,7 @@ pub async fn require_bearer(
     let admitted = match req.app_data::<web::Data<AuthToken>>() {
         None => true,
         Some(token) => {
-            req.path() == "/healthz"
+            is_public(&req)
                 || token.admits(
                     req.headers()
                         .get(actix_web::http::header::AUTHORIZATION)
@@ -131,6 +141,8 @@ pub fn build_server(
             .wrap(actix_web::middleware::Compress::default())
             .wrap(from_fn(require_bearer))
             .wrap(from_fn(catch_panic))
+            // Outermost, so that 401s and panics are counted too.
+            .wrap(crate::ops::metrics::MetricsMiddleware)
             .configure(crate::configure)
     })
     .client_request_timeout(Duration::from_secs(config.header_timeout_secs.max(1)))
