@@ -101,7 +101,10 @@ fn retried_increments_count_exactly_once_across_kill_9() {
     let sent = sent.into_inner().expect("sent lock");
     assert!(sent.len() as u64 >= target);
     let unknown = sent.values().filter(|a| a.is_none()).count();
-    println!("{} requests, {unknown} without an answer at the kill", sent.len());
+    println!(
+        "{} requests, {unknown} without an answer at the kill",
+        sent.len()
+    );
     for (key, first) in &sent {
         let again = increment(&mut http, key).expect("answered after the restart");
         if let Some(first) = first {
