@@ -9,7 +9,9 @@
 //! new log before the manifest points at it.
 //!
 //! # Invariants
-//! 1. At most [`IdempotencyOptions::max_keys`] keys are held; the oldest go first.
+//! 1. At most [`IdempotencyOptions::max_keys`] keys, of about
+//!    [`IdempotencyOptions::max_bytes`] bytes in all (rows, keys and outcomes: an append's
+//!    outcome holds its new values), are held; the oldest go first.
 //! 2. A key older than [`IdempotencyOptions::window`] (by the options' clock) is never answered
 //!    from: it is treated as absent and dropped.
 //! 3. Entries are kept in the order they were recorded, which is the order they are re-logged.
@@ -33,6 +35,9 @@ pub struct IdempotencyOptions {
     pub window: Duration,
     /// Keys remembered per store (region); beyond it the oldest are forgotten. Default 100,000.
     pub max_keys: usize,
+    /// Bytes of rows, keys and outcomes remembered per store; beyond it the oldest keys are
+    /// forgotten. Default 64 MiB.
+    pub max_bytes: usize,
     /// The clock the window is measured with; `None` = the system clock.
     pub clock: Option<MsClock>,
 }
@@ -42,6 +47,7 @@ impl Default for IdempotencyOptions {
         IdempotencyOptions {
             window: Duration::from_secs(600),
             max_keys: 100_000,
+            max_bytes: 64 << 20,
             clock: None,
         }
     }
@@ -52,6 +58,7 @@ impl std::fmt::Debug for IdempotencyOptions {
         f.debug_struct("IdempotencyOptions")
             .field("window", &self.window)
             .field("max_keys", &self.max_keys)
+            .field("max_bytes", &self.max_bytes)
             .field("clock", &self.clock.is_some())
             .finish()
     }
@@ -71,6 +78,20 @@ struct Entry {
     id: u64,
     at_ms: i64,
     outcome: WriteOutcome,
+    /// What the entry accounts for against `max_bytes`.
+    bytes: usize,
+}
+
+/// Approximate heap bytes of an entry (two copies of the scoped key: map and order).
+fn entry_bytes(row: &[u8], key: &[u8], outcome: &WriteOutcome) -> usize {
+    let cells = match outcome {
+        WriteOutcome::Cells(cells) => cells
+            .iter()
+            .map(|c| c.family.len() + c.qualifier.len() + c.value.len() + 80)
+            .sum(),
+        _ => 0,
+    };
+    2 * (row.len() + key.len()) + cells + 128
 }
 
 /// The remembered keys of one store.
@@ -81,6 +102,8 @@ pub(crate) struct IdempotencyCache {
     /// `(id, key)` in recording order; an id no longer in `map` is stale and skipped.
     order: VecDeque<(u64, ScopedKey)>,
     next_id: u64,
+    /// Sum of the entries' `bytes`.
+    bytes: usize,
 }
 
 impl IdempotencyCache {
@@ -111,7 +134,9 @@ impl IdempotencyCache {
         while let Some((id, key)) = self.order.front() {
             let drop = match self.map.get(key) {
                 Some(e) if e.id == *id => {
-                    self.map.len() > self.opts.max_keys || self.expired(e.at_ms, now)
+                    self.map.len() > self.opts.max_keys
+                        || self.bytes > self.opts.max_bytes
+                        || self.expired(e.at_ms, now)
                 }
                 _ => true, // stale
             };
@@ -122,7 +147,7 @@ impl IdempotencyCache {
                 break;
             };
             if self.map.get(&key).is_some_and(|e| e.id == id) {
-                self.map.remove(&key);
+                self.remove(&key);
             }
         }
     }
@@ -133,7 +158,7 @@ impl IdempotencyCache {
         let scoped = (row.to_vec(), key.to_vec());
         let e = self.map.get(&scoped)?;
         if self.expired(e.at_ms, now) {
-            self.map.remove(&scoped);
+            self.remove(&scoped);
             return None;
         }
         Some(e.outcome.clone())
@@ -146,10 +171,26 @@ impl IdempotencyCache {
         }
         let id = self.next_id;
         self.next_id += 1;
+        let bytes = entry_bytes(row, key, &outcome);
         let scoped = (row.to_vec(), key.to_vec());
         self.order.push_back((id, scoped.clone()));
-        self.map.insert(scoped, Entry { id, at_ms, outcome });
+        self.bytes += bytes;
+        let entry = Entry {
+            id,
+            at_ms,
+            outcome,
+            bytes,
+        };
+        if let Some(old) = self.map.insert(scoped, entry) {
+            self.bytes -= old.bytes;
+        }
         self.prune();
+    }
+
+    fn remove(&mut self, key: &ScopedKey) {
+        if let Some(e) = self.map.remove(key) {
+            self.bytes -= e.bytes;
+        }
     }
 
     /// The live keys as log records' idempotency fields with their rows, oldest first.

@@ -186,8 +186,8 @@ fn a_key_expires_after_the_window() {
     let clock = now.clone();
     let opts = IdempotencyOptions {
         window: Duration::from_secs(60),
-        max_keys: 100,
         clock: Some(Arc::new(move || clock.load(Ordering::SeqCst))),
+        ..IdempotencyOptions::default()
     };
     let mut s = open(dir.path());
     s.set_idempotency_options(opts.clone());
@@ -264,4 +264,34 @@ fn a_version_1_log_is_replayed_but_never_appended_to() {
     assert_eq!(keyed(&mut s, inc("row9", 2), "k"), first);
     assert_eq!(cells(&s, "row2", &read(3)), vec![c("one:b", 6, "b6")]);
     assert_eq!(stored(&s, "row9"), 2);
+}
+
+#[test]
+fn large_outcomes_are_bounded_by_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.set_idempotency_options(IdempotencyOptions {
+        max_bytes: 64 << 10,
+        ..IdempotencyOptions::default()
+    });
+    let big = vec![b'x'; 10 << 10];
+    for i in 0..20 {
+        let app = WriteOp::Append(Append {
+            row: format!("r{i}").into_bytes(),
+            columns: vec![(b"cf".to_vec(), b"a".to_vec(), big.clone())],
+        });
+        keyed(&mut s, app, "k");
+    }
+    // Six 10 KiB outcomes fit in 64 KiB: the newest are remembered, the oldest forgotten.
+    assert_eq!(s.idempotency_keys(), 6);
+    let retry = |i: usize| {
+        WriteOp::Append(Append {
+            row: format!("r{i}").into_bytes(),
+            columns: vec![(b"cf".to_vec(), b"a".to_vec(), b"y".to_vec())],
+        })
+    };
+    let newest = keyed(&mut s, retry(19), "k");
+    assert!(matches!(&newest, WriteOutcome::Cells(c) if c[0].value.len() == 10 << 10));
+    let oldest = keyed(&mut s, retry(0), "k");
+    assert!(matches!(&oldest, WriteOutcome::Cells(c) if c[0].value.len() == (10 << 10) + 1));
 }
