@@ -101,6 +101,10 @@ pub struct PreparedFilter {
 impl PreparedFilter {
     /// Wraps `filter`, widening `read.columns` with the filter's extra columns if needed.
     /// `reversed` tells direction-aware filters which way the scan walks.
+    ///
+    /// A filter that judges cells sees every retained version, as in HBase: `read.max_versions`
+    /// is raised to the families' maximum and the requested count is applied after the filter
+    /// ([`filters::VersionCapped`]), so `ValueFilter` with `v=1` finds an older matching version.
     pub fn new(filter: Option<Filter>, read: &mut ReadSpec, reversed: bool) -> Self {
         let Some(mut filter) = filter else {
             return PreparedFilter::default();
@@ -118,8 +122,16 @@ impl PreparedFilter {
                 }
             }
         }
+        let requested = read.max_versions;
+        let filter: Arc<dyn RowFilter> = if filter.needs_all_versions() && requested < u32::MAX {
+            // The store caps this by each family's VERSIONS.
+            read.max_versions = u32::MAX;
+            Arc::new(filters::VersionCapped::new(filter, requested))
+        } else {
+            Arc::new(filter)
+        };
         PreparedFilter {
-            filter: Some(Arc::new(filter)),
+            filter: Some(filter),
             page_limit,
             stop_row,
             strip_to,
