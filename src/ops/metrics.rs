@@ -650,6 +650,36 @@ const REGION_METRICS: &[RegionMetric] = &[
         |r| r.stats.synced_writes as f64,
     ),
     (
+        "kura_region_fsync_seconds_total",
+        "counter",
+        "Time spent in log fsyncs; divided by kura_region_fsyncs_total it is the mean fsync latency.",
+        |r| r.stats.fsync_micros as f64 / 1e6,
+    ),
+    (
+        "kura_region_fsync_max_seconds",
+        "gauge",
+        "Longest log fsync since the region opened.",
+        |r| r.stats.fsync_max_micros as f64 / 1e6,
+    ),
+    (
+        "kura_region_recovery_seconds",
+        "gauge",
+        "Time the region's store took to open: manifest, segments and log replay.",
+        |r| r.stats.recovery_micros as f64 / 1e6,
+    ),
+    (
+        "kura_region_recovery_log_records",
+        "gauge",
+        "Log records replayed when the region opened.",
+        |r| r.stats.recovery_log_records as f64,
+    ),
+    (
+        "kura_region_recovery_bytes_dropped",
+        "gauge",
+        "Bytes of a damaged log tail dropped by point-in-time recovery when the region opened.",
+        |r| r.stats.recovery_bytes_dropped as f64,
+    ),
+    (
         "kura_region_group_commit_batch_avg",
         "gauge",
         "Mean group-commit batch size: synced writes per fsync since the region opened.",

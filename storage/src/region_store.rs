@@ -147,6 +147,14 @@ pub struct RegionStats {
     pub fsyncs: u64,
     /// Writes acknowledged by those fsyncs (group-commit batch sizes sum).
     pub synced_writes: u64,
+    /// Time spent in log fsyncs, total and longest, in microseconds.
+    pub fsync_micros: u64,
+    pub fsync_max_micros: u64,
+    /// What the last open's recovery did: time taken, log records replayed, bytes dropped
+    /// from a damaged log tail.
+    pub recovery_micros: u64,
+    pub recovery_log_records: u64,
+    pub recovery_bytes_dropped: u64,
     pub poisoned: bool,
 }
 
@@ -755,6 +763,10 @@ impl RegionStore {
             store.flush()?;
         }
         report.duration = started.elapsed();
+        store.stats.recovery_micros =
+            u64::try_from(report.duration.as_micros()).unwrap_or(u64::MAX);
+        store.stats.recovery_log_records = report.log_records_replayed;
+        store.stats.recovery_bytes_dropped = report.bytes_dropped;
         Ok((store, report))
     }
 
@@ -1384,7 +1396,11 @@ impl RegionStore {
 
     fn sync_log(&mut self) -> Result<()> {
         self.log.write_pending()?;
+        let started = Instant::now();
         self.log.sync()?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.fsync_micros = self.stats.fsync_micros.saturating_add(micros);
+        self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
         self.stats.fsyncs += 1;
         self.stats.synced_writes += std::mem::take(&mut self.unsynced_writes);
         self.last_sync = Instant::now();
