@@ -24,8 +24,16 @@ pub mod state;
 use actix_web::web;
 
 /// First path segments that no table may take.
-pub const RESERVED_NAMES: &[&str] =
-    &["version", "status", "namespaces", "apps", "admin", "metrics", "healthz", "ui"];
+pub const RESERVED_NAMES: &[&str] = &[
+    "version",
+    "status",
+    "namespaces",
+    "apps",
+    "admin",
+    "metrics",
+    "healthz",
+    "ui",
+];
 
 /// Registers every route. The server and the tests build the same `App` with this:
 /// `App::new().app_data(state).configure(kura::configure)`.

@@ -32,7 +32,10 @@ fn sync_writes_count_fsyncs_and_their_time_and_reopen_reports_the_replay() {
     let (store, report) = RegionStore::open(dir.path(), opts).expect("reopen");
     let stats = store.stats();
     assert_eq!(stats.recovery_log_records, report.log_records_replayed);
-    assert!(stats.recovery_log_records >= 2, "both batches replayed: {report:?}");
+    assert!(
+        stats.recovery_log_records >= 2,
+        "both batches replayed: {report:?}"
+    );
     assert_eq!(stats.recovery_bytes_dropped, 0);
     assert_eq!(stats.recovery_micros, report.duration.as_micros() as u64);
 }
