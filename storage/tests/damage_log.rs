@@ -444,3 +444,53 @@ fn garbage_appended_is_dropped_reported_and_later_writes_survive() {
         writes_after_recovery_survive(&fs, s, &what);
     }
 }
+
+/// Open with a memtable budget of a few hundred bytes: replay spills segments while it reads the
+/// damaged log (FORMAT.md §7 "Replay spill") and the store flushes after opening.
+fn open_spilling(fs: &SimFs) -> Result<(RegionStore, RecoveryReport)> {
+    let mut opts = StoreOptions::new(families());
+    opts.memtable_budget = 200;
+    RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), opts)
+}
+
+#[test]
+fn damage_recovered_while_replay_spills_segments_gives_the_same_prefix_and_survives_a_crash() {
+    let fx = fixture(0);
+    let (s, _) = open_spilling(&fx.fs_with_log(&fx.log)).expect("open");
+    assert!(
+        s.stats().segments > 1,
+        "replay spilled segments: {:?}",
+        s.stats()
+    );
+    assert_eq!(state(&s), fx.states[10]);
+    drop(s);
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    for cut in 0..fx.log.len() {
+        cases.push((format!("cut at {cut}"), fx.log[..cut].to_vec()));
+    }
+    for byte in 0..fx.log.len() {
+        let mut bad = fx.log.clone();
+        bad[byte] ^= 1 << (byte % 8);
+        cases.push((format!("flip of bit {} of byte {byte}", byte % 8), bad));
+    }
+    for (what, bad) in cases {
+        let k = if bad.len() < fx.log.len() {
+            fx.frames.iter().filter(|f| f.1 <= bad.len()).count()
+        } else {
+            fx.first_change(&bad).map_or(fx.frames.len(), |(k, _)| k)
+        };
+        let fs = fx.fs_with_log(&bad);
+        let (mut s, _) = open_spilling(&fs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(
+            state(&s),
+            fx.states[k],
+            "{what}: exactly the frames before the damage"
+        );
+        mutate(&mut s, "r9", vec![put("one", "q", Some(1), "after")]);
+        let expected = state(&s);
+        drop(s);
+        fs.power_cut(None);
+        let (s, _) = open_spilling(&fs).unwrap_or_else(|e| panic!("{what}: second: {e}"));
+        assert_eq!(state(&s), expected, "{what}: writes after recovery survive");
+    }
+}
