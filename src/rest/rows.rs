@@ -18,6 +18,7 @@ use super::{check, check_families, scanners, spec_family, table_or_404};
 use crate::error::{ApiError, ApiResult};
 use crate::state::{AppState, Limits};
 use actix_web::{web, HttpRequest, HttpResponse};
+use futures::StreamExt;
 use kura_actors::ScanRequest;
 use kura_storage::model::{
     ColumnSelection, ColumnSpec, Mutation, ReadSpec, Row, RowFilter, RowMutation, ScanSpec,
@@ -455,6 +456,9 @@ pub async fn delete(
     Ok(HttpResponse::Ok().finish())
 }
 
+/// Reads one multiget keeps in flight at once (well under a region's mailbox capacity).
+const MULTIGET_IN_FLIGHT: usize = 64;
+
 /// `GET /{t}/multiget[/{cols}]?row=r1&row=r2/cf:q[&v=N][&filter=..]`: the rows found, in
 /// request order; 404 if none (or no `row`).
 pub async fn multiget(
@@ -512,7 +516,12 @@ pub async fn multiget(
         .zip(reads.iter())
         .zip(prepared.iter())
         .map(|((s, r), p)| kura.get_filtered(table, &s.row, r, p.filter.clone()));
-    let results = futures::future::join_all(futures).await;
+    // At most MULTIGET_IN_FLIGHT reads at once, in request order: one multiget of thousands of
+    // rows must not fill a region's mailbox and turn into a 503 (`Overloaded`) for itself.
+    let results: Vec<_> = futures::stream::iter(futures)
+        .buffered(MULTIGET_IN_FLIGHT)
+        .collect()
+        .await;
     let mut rows = Vec::new();
     for (res, p) in results.into_iter().zip(prepared.iter()) {
         if let Some(row) = res?.and_then(|r| p.finish(r)) {
