@@ -6,7 +6,7 @@
 //!    URL-decoded, so `%2C` is a literal comma and `%2F` a literal slash inside a key.
 //! 2. A column without `:` is a whole family; `fam:` is only the empty-qualifier column.
 //! 3. One timestamp `ts` reads `[0, ts)` (HBase before HBASE-29195) and deletes versions `<= ts`;
-//!    `t1,t2` is `[t1, t2)`.
+//!    `t1,t2` is `[t1, t2)`. A negative timestamp or a reversed `t1,t2` (t2 < t1) is a 400.
 
 use super::media::{url_decode, KeyEncoding};
 use crate::error::{ApiError, ApiResult};
@@ -45,11 +45,17 @@ fn decode_piece(raw: &str, enc: KeyEncoding, what: &str) -> ApiResult<Vec<u8>> {
 
 fn parse_ts(raw: &str) -> ApiResult<Timestamp> {
     let text = String::from_utf8_lossy(&url_decode(raw)?).into_owned();
-    text.trim().parse::<i64>().map_err(|_| {
+    let ts = text.trim().parse::<i64>().map_err(|_| {
         ApiError::bad(format!(
             "timestamp {text:?} is not a number of milliseconds"
         ))
-    })
+    })?;
+    if ts < 0 {
+        return Err(ApiError::bad(format!(
+            "timestamp {ts} is negative: timestamps are milliseconds since the epoch, >= 0"
+        )));
+    }
+    Ok(ts)
 }
 
 impl RowSpec {
@@ -84,6 +90,11 @@ impl RowSpec {
                 Some((a, b)) => {
                     let t0 = parse_ts(a)?;
                     let t1 = if b.is_empty() { 0 } else { parse_ts(b)? };
+                    if t1 != 0 && t1 < t0 {
+                        return Err(ApiError::bad(format!(
+                            "timestamp range {t0},{t1} is reversed: give start,end with start <= end"
+                        )));
+                    }
                     if t1 != 0 {
                         start_time = t0;
                         end_time = t1;

@@ -468,6 +468,7 @@ async fn create(
     if let Some(desc) = state.kura.table(table) {
         check_families(&desc, columns.iter().map(spec_family))?;
     }
+    check_time_range(model.start_time, model.end_time, "startTime", "endTime")?;
     let mut read = ReadSpec {
         columns: ColumnSelection(columns),
         time_range: TimeRange {
@@ -723,6 +724,7 @@ pub async fn stateless(
         }
     }
     check_families(&desc, columns.iter().map(spec_family))?;
+    check_time_range(start_time, end_time, "starttime", "endtime")?;
     let mut read = ReadSpec {
         columns: ColumnSelection(columns),
         time_range: TimeRange {
@@ -758,6 +760,21 @@ pub async fn stateless(
         page: ScanLimits::default(),
     };
     stream_rows(state, table, request, repr, batch, Some(prepared), false).await
+}
+
+/// 400 unless `0 <= start <= end` (HBase's `TimeRange` rejects negative and reversed ranges).
+fn check_time_range(start: i64, end: i64, start_name: &str, end_name: &str) -> ApiResult<()> {
+    if start < 0 || end < 0 {
+        return Err(ApiError::bad(format!(
+            "{start_name}={start}, {end_name}={end}: timestamps must not be negative"
+        )));
+    }
+    if end < start {
+        return Err(ApiError::bad(format!(
+            "{start_name}={start} is after {end_name}={end}: give {start_name} <= {end_name}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
