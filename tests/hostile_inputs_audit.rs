@@ -227,3 +227,129 @@ async fn counter_overflow_is_a_4xx_and_the_total_is_unchanged() {
     let r = c.get_json("/apps/counter/total?domain=a.jp").await;
     assert_eq!(r.json()["total"], i64::MAX, "{}", r.text());
 }
+
+/// Schema extremes, filter strings, XML and binary bodies, application edge cases: no 5xx.
+#[actix_web::test]
+async fn schema_filter_body_and_app_edge_cases_never_get_a_5xx() {
+    let c = client().await;
+    let mut bad = vec![];
+    let reqs: Vec<(Method, &str, &str, String)> = vec![
+        (Method::PUT, "/s1/schema", "application/json", r#"{"name":"s1","KURA_SALT_PREFIX":"4294967295","ColumnSchema":[{"name":"cf","TTL":"9223372036854775807","VERSIONS":"4294967295"}]}"#.into()),
+        (Method::PUT, "/s1/r/cf:a", "application/json", r#"{"Row":[{"key":"cg==","Cell":[{"column":"Y2Y6YQ==","$":"dg=="}]}]}"#.into()),
+        (Method::GET, "/s1/r/cf:a?v=4294967295", "", String::new()),
+        (Method::GET, "/s1/*", "", String::new()),
+        (Method::GET, "/s1/*?filter=PageFilter%2899999999999999999999%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=PageFilter%28-1%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=ColumnPaginationFilter%28-1%2C-1%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=ColumnPaginationFilter%282147483647%2C2147483647%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=TimestampsFilter%28-1%2C%209223372036854775807%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=ValueFilter%28%3D%2C%27regexstring%3A%28a%7B1000%7D%29%7B1000%7D%27%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=ValueFilter%28%3D%2C%27regexstring%3A%28%27%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=RowFilter%28%3D%2C%27binary%3A%5Cxff%27%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=SingleColumnValueFilter%28%27cf%27%2C%27a%27%2C%3D%2C%27binary%3Av%27%2Ctrue%2Ctrue%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28%28KeyOnlyFilter%28%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=ColumnRangeFilter%28%27b%27%2Ctrue%2C%27a%27%2Ctrue%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=MultipleColumnPrefixFilter%28%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=InclusiveStopFilter%28%27%27%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=FirstKeyOnlyFilter%28%29%20AND", "", String::new()),
+        (Method::GET, "/s1/*?filter=SKIP%20SKIP%20SKIP", "", String::new()),
+        (Method::GET, "/s1/*?filter=DependentColumnFilter%28%27cf%27%2C%27a%27%2Ctrue%2C%3D%2C%27binary%3Av%27%29", "", String::new()),
+        (Method::GET, "/s1/*?filter=FuzzyRowFilter%28%27a%27%2C%27b%27%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=PageFilter%2899999999999999999999%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=PageFilter%28-1%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=ColumnPaginationFilter%28-1%2C-1%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=ColumnPaginationFilter%282147483647%2C2147483647%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=TimestampsFilter%28-1%2C%209223372036854775807%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=ValueFilter%28%3D%2C%27regexstring%3A%28a%7B1000%7D%29%7B1000%7D%27%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=ValueFilter%28%3D%2C%27regexstring%3A%28%27%29", "", String::new()),
+        (Method::GET, "/s1/r?filter=RowFilter%28%3D%2C%27binary%3A%5Cxff%27%29", "", String::new()),
+        (Method::POST, "/apps/actions/users/7", "application/json", r#"{"name":"x","stamp":18446744073709551615}"#.into()),
+        (Method::POST, "/apps/actions/users/7", "application/json", r#"{"name":"y","stamp":0}"#.into()),
+        (Method::GET, "/apps/actions/users/7?limit=1", "", String::new()),
+        (Method::GET, "/apps/actions/users/7?offset=1&limit=1000", "", String::new()),
+        (Method::GET, "/apps/actions/users/7?offset=18446744073709551615", "", String::new()),
+        (Method::POST, "/apps/actions/users/7", "application/json", String::from_utf8_lossy(b"{\"name\":\"\xff\"}").into_owned()),
+        (Method::POST, "/apps/actions/users/7", "", r#"{"name":"x"}"#.into()),
+        (Method::POST, "/apps/actions/users/7", "text/plain", r#"{"name":"x"}"#.into()),
+        (Method::POST, "/apps/actions/users/7", "application/json", "".into()),
+        (Method::POST, "/apps/actions/users/7", "application/json", "null".into()),
+        (Method::POST, "/apps/counter/hits", "application/json", r#"{"domain":"a.jp","path":"/","amount":0}"#.into()),
+        (Method::POST, "/apps/counter/hits", "application/json", r#"{"domain":"a.jp","path":"/","at":253402300799999}"#.into()),
+        (Method::GET, "/apps/counter/hourly?domain=a.jp&start=9998111500&end=9999123123", "", String::new()),
+        (Method::GET, "/apps/counter/hourly?domain=a.jp&start=9998113000&end=9999123123", "", String::new()),
+        (Method::GET, "/apps/counter/hourly?domain=a.jp&start=9999123100&end=9999123123", "", String::new()),
+        (Method::GET, "/apps/counter/daily?domain=a.jp&start=00000101&end=99991231", "", String::new()),
+        (Method::GET, "/apps/counter/daily?domain=a.jp&start=99991231&end=00000101", "", String::new()),
+        (Method::GET, "/apps/counter/daily?domain=a.jp&start=99991231", "", String::new()),
+        (Method::GET, "/apps/counter/total?domain=a.jp&path=%FF", "", String::new()),
+        (Method::GET, "/apps/counter/total", "", String::new()),
+        (Method::POST, "/apps/graph/nodes", "application/json", r#"{"id":"n1","properties":{"a":"b"}}"#.into()),
+        (Method::POST, "/apps/graph/nodes", "application/json", r#"{"id":"n2"}"#.into()),
+        (Method::POST, "/apps/graph/relationships", "application/json", r#"{"start":"n1","type":"k","end":"n2"}"#.into()),
+        (Method::POST, "/apps/graph/relationships", "application/json", r#"{"start":"n1","type":"k","end":"zz"}"#.into()),
+        (Method::POST, "/apps/graph/relationships", "application/json", r#"{"start":"n1","type":"k","end":"n1"}"#.into()),
+        (Method::GET, "/apps/graph/nodes/n1/relationships?type=k&direction=outgoing&limit=1", "", String::new()),
+        (Method::GET, "/apps/graph/nodes/n2/relationships?type=k&direction=incoming&after=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "", String::new()),
+        (Method::GET, "/apps/graph/nodes/n1/relationships?type=k", "", String::new()),
+        (Method::GET, "/apps/graph/nodes/n1/relationships?direction=outgoing", "", String::new()),
+        (Method::PATCH, "/apps/graph/nodes/n1", "application/json", r#"{"put":{"a":"c"},"delete":["a","zz"]}"#.into()),
+        (Method::PATCH, "/apps/graph/relationships/n1/k/n2", "application/json", r#"{"put":{"":""}}"#.into()),
+        (Method::PATCH, "/apps/graph/relationships/n1/k/nn", "application/json", r#"{}"#.into()),
+        (Method::DELETE, "/apps/graph/nodes/n1?cascade=maybe", "", String::new()),
+        (Method::DELETE, "/apps/graph/nodes/n1", "", String::new()),
+        (Method::DELETE, "/apps/graph/nodes/n1?cascade=true", "", String::new()),
+        (Method::GET, "/apps/graph/relationships/n1/k/n2", "", String::new()),
+        (Method::GET, "/apps/graph/relationships/n1//n2", "", String::new()),
+        (Method::PATCH, "/apps/blog/users/1/articles/5", "application/json", r#"{"title":"x"}"#.into()),
+        (Method::POST, "/apps/blog/users/1/articles", "application/json", r#"{"title":"a","content":"b","category_id":-1}"#.into()),
+        (Method::POST, "/apps/blog/users/1/articles", "application/json", r#"{"title":"a"}"#.into()),
+        (Method::GET, "/apps/blog/users/1/articles?category_id=4294967296", "", String::new()),
+        (Method::GET, "/apps/blog/users/1/articles?after=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "", String::new()),
+        (Method::PUT, "/s2/schema", "application/json", r#"{"name":"s2","KURA_REGIONS":"4294967295","ColumnSchema":[{"name":"cf"}]}"#.into()),
+        (Method::PUT, "/s3/schema", "application/json", r#"{"name":"s3","KURA_SALT_PREFIX":"0","KURA_REGIONS":"256","ColumnSchema":[{"name":"cf","TTL":"18446744073709551615"}]}"#.into()),
+        (Method::PUT, "/s4/schema", "text/xml", "<TableSchema name=\"s4\"><ColumnSchema name=\"cf\" TTL=\"1\"/></TableSchema>".into()),
+        (Method::PUT, "/s4/r/cf:a", "text/xml", "<CellSet><Row key=\"cg==\"><Cell column=\"Y2Y6YQ==\" timestamp=\"-1\">dg==</Cell></Row></CellSet>".into()),
+        (Method::PUT, "/s4/r/cf:a", "text/xml", "<CellSet><Row key=\"cg==\"><Cell column=\"Y2Y6YQ==\" timestamp=\"99999999999999999999\">dg==</Cell></Row></CellSet>".into()),
+        (Method::PUT, "/s4/r/cf:a", "text/xml", "<CellSet><Row key=\"@@\"><Cell column=\"Y2Y6YQ==\">dg==</Cell></Row></CellSet>".into()),
+        (Method::PUT, "/s4/r/cf:a", "text/xml", "<CellSet><Row key=\"cg==\"><Cell column=\"Y2Y6YQ==\">d\u{1}==</Cell></Row></CellSet>".into()),
+        (Method::PUT, "/s4/r/cf:a", "text/xml", "<CellSet>".repeat(100_000)),
+        (Method::PUT, "/s4/r/cf:a", "text/xml", "<!DOCTYPE x [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;\">]><CellSet><Row key=\"cg==\"><Cell column=\"Y2Y6YQ==\">&b;</Cell></Row></CellSet>".into()),
+        (Method::PUT, "/s4/r/cf:a", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/r/cf", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/r", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/r/cf:a/-5", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/r/cf:a/9223372036854775807", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/r/cf:a/1,2", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/a,b/cf:a", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/a*/cf:a", "application/octet-stream", "raw".into()),
+        (Method::DELETE, "/s4/a*/cf:a", "", String::new()),
+        (Method::DELETE, "/s4/a,b", "", String::new()),
+        (Method::PUT, "/s4/r/nofam:a", "application/octet-stream", "raw".into()),
+        (Method::PUT, "/s4/r/cf:a?check=delete", "application/json", r#"{"Row":[{"key":"cg==","Cell":[{"column":"Y2Y6YQ==","$":"@@"}]}]}"#.into()),
+        (Method::DELETE, "/s4/r/cf:a?check=delete", "application/json", String::new()),
+        (Method::POST, "/s4/r/cf:a?check=increment", "application/json", r#"{"Row":[{"key":"cg==","Cell":[{"column":"Y2Y6YQ==","$":"dg=="}]}]}"#.into()),
+        (Method::POST, "/s4/r/cf:a?check=append", "application/json", r#"{"Row":[{"key":"cg==","Cell":[]}]}"#.into()),
+        (Method::PUT, "/s4/scanner", "text/xml", "<Scanner batch=\"-1\" startTime=\"-5\" endTime=\"-9\" maxVersions=\"0\"/>".into()),
+        (Method::PUT, "/s4/scanner", "text/xml", "<Scanner batch=\"99999999999999999999999\"/>".into()),
+        (Method::PUT, "/s4/scanner", "application/protobuf", "\u{ff}\u{ff}".into()),
+        (Method::PUT, "/s4/schema", "application/protobuf", "\u{ff}".into()),
+        (Method::GET, "/s4/schema", "", String::new()),
+        (Method::DELETE, "/s4/schema", "", String::new()),
+        (Method::DELETE, "/s4/schema", "", String::new()),
+        (Method::GET, "/namespaces/default/tables", "", String::new()),
+        (Method::POST, "/namespaces/x", "application/json", "{".into()),
+    ];
+    for (m, uri, ct, body) in &reqs {
+        let mut h = vec![("Accept", "application/json")];
+        if !ct.is_empty() {
+            h.push(("Content-Type", ct));
+        }
+        let r = c.req(m.clone(), uri, &h, body.clone()).await;
+        let shown: String = body.chars().take(90).collect();
+        let line = format!("{m} {uri} {shown} -> {} {}", r.status, r.text());
+        if r.status >= 500 {
+            bad.push(line)
+        }
+    }
+    assert!(bad.is_empty(), "5xx:\n{}", bad.join("\n"));
+}
