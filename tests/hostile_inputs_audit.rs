@@ -353,3 +353,24 @@ async fn schema_filter_body_and_app_edge_cases_never_get_a_5xx() {
     }
     assert!(bad.is_empty(), "5xx:\n{}", bad.join("\n"));
 }
+
+#[actix_web::test]
+async fn counter_url_with_an_unclosed_ipv6_bracket_is_400() {
+    let c = client().await;
+    let r = c
+        .post_json(
+            "/apps/counter/hits",
+            &serde_json::json!({"url": "http://[::1/a"}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("unclosed '['"), "{}", r.text());
+    let r = c
+        .post_json(
+            "/apps/counter/hits",
+            &serde_json::json!({"url": "http://[::1]:80/a"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["domain"], "[::1]");
+}

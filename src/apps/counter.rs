@@ -114,7 +114,12 @@ fn parse_url(url: &str) -> AppResult<(String, String)> {
     let (authority, tail) = rest.split_at(auth_end);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     let host = if host_port.starts_with('[') {
-        host_port.find(']').map_or(host_port, |i| &host_port[..=i])
+        let end = host_port.find(']').ok_or_else(|| {
+            AppError::bad(format!(
+                "url {url:?} has an unclosed '[' in its host: write an IPv6 host as [addr]"
+            ))
+        })?;
+        &host_port[..=end]
     } else {
         host_port.split(':').next().unwrap_or("")
     };
