@@ -96,9 +96,20 @@ async fn regions_cover_every_bucket_once_in_order() {
             "writes",
             "flushes",
             "compactions",
+            "memtable_bytes",
+            "segments",
+            "fsyncs",
+            "synced_writes",
+            "fsync_micros",
+            "recovery_micros",
         ] {
             assert!(r[field].is_u64(), "region has {field}");
         }
+        assert!(
+            r["group_commit_avg"].is_f64(),
+            "region has group_commit_avg"
+        );
+        assert_eq!(r["poisoned"], false);
     }
     assert_eq!(next, 64);
 }

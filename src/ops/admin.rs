@@ -9,6 +9,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse, ResponseError};
+use kura_actors::storage::RegionStats;
 use kura_actors::{ActorError, RegionInfo, TableDescriptor};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -105,7 +106,8 @@ pub struct TableView {
     pub regions: usize,
 }
 
-/// Figures of one region.
+/// Figures of one region: its place and every store figure ([`RegionStats`], flattened), plus
+/// the totals and the mean the console shows.
 #[derive(Debug, Serialize)]
 pub struct RegionView {
     pub id: u64,
@@ -116,21 +118,10 @@ pub struct RegionView {
     pub cells: u64,
     /// Memtable plus segment bytes.
     pub bytes: u64,
-    pub memtable_bytes: u64,
-    pub memtable_cells: u64,
-    pub segments: u64,
-    pub segment_bytes: u64,
-    pub segment_cells: u64,
-    pub log_bytes: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    pub compactions: u64,
-    pub fsyncs: u64,
-    pub synced_writes: u64,
     /// Mean group-commit batch size since the region opened.
     pub group_commit_avg: f64,
-    pub poisoned: bool,
+    #[serde(flatten)]
+    pub stats: RegionStats,
 }
 
 impl From<&RegionInfo> for RegionView {
@@ -143,24 +134,8 @@ impl From<&RegionInfo> for RegionView {
             arbiter: r.arbiter,
             cells: s.memtable_cells + s.segment_cells,
             bytes: s.memtable_bytes + s.segment_bytes,
-            memtable_bytes: s.memtable_bytes,
-            memtable_cells: s.memtable_cells,
-            segments: s.segments,
-            segment_bytes: s.segment_bytes,
-            segment_cells: s.segment_cells,
-            log_bytes: s.log_bytes,
-            reads: s.reads,
-            writes: s.writes,
-            flushes: s.flushes,
-            compactions: s.compactions,
-            fsyncs: s.fsyncs,
-            synced_writes: s.synced_writes,
-            group_commit_avg: if s.fsyncs == 0 {
-                0.0
-            } else {
-                s.synced_writes as f64 / s.fsyncs as f64
-            },
-            poisoned: s.poisoned,
+            group_commit_avg: s.group_commit_avg(),
+            stats: s.clone(),
         }
     }
 }

@@ -683,13 +683,7 @@ const REGION_METRICS: &[RegionMetric] = &[
         "kura_region_group_commit_batch_avg",
         "gauge",
         "Mean group-commit batch size: synced writes per fsync since the region opened.",
-        |r| {
-            if r.stats.fsyncs == 0 {
-                0.0
-            } else {
-                r.stats.synced_writes as f64 / r.stats.fsyncs as f64
-            }
-        },
+        |r| r.stats.group_commit_avg(),
     ),
 ];
 

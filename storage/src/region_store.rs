@@ -131,8 +131,8 @@ pub struct RecoveryReport {
     pub duration: Duration,
 }
 
-/// Figures for metrics and the console.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Figures for metrics and the console (serialized as they are by the admin API).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RegionStats {
     pub memtable_bytes: u64,
     pub memtable_cells: u64,
@@ -156,6 +156,17 @@ pub struct RegionStats {
     pub recovery_log_records: u64,
     pub recovery_bytes_dropped: u64,
     pub poisoned: bool,
+}
+
+impl RegionStats {
+    /// Mean group-commit batch size: writes made durable per log fsync (0 before any fsync).
+    pub fn group_commit_avg(&self) -> f64 {
+        if self.fsyncs == 0 {
+            0.0
+        } else {
+            self.synced_writes as f64 / self.fsyncs as f64
+        }
+    }
 }
 
 /// How a read-modify-write computes a new value: `(family, qualifier, old value, argument)`.
