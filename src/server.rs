@@ -146,6 +146,9 @@ pub fn build_server(
             .configure(crate::configure)
     })
     .client_request_timeout(Duration::from_secs(config.header_timeout_secs.max(1)))
+    // actix leaves Nagle on by default: a response written as head + body then waits for the
+    // client's delayed ACK (~40 ms on Linux) whenever it spans more than one segment.
+    .tcp_nodelay(true)
     .shutdown_timeout(10)
     .disable_signals();
     if config.workers > 0 {
