@@ -340,6 +340,11 @@ fn collect_row<'a>(
         };
         it.next()?;
         if !read.columns.touches_family(e.family) {
+            // Nothing of this family is returned: jump past each column rather than walk its
+            // versions (a counter row's other families can hold thousands).
+            if e.qualifier.is_some() && same_column(it.peek(), &e) {
+                it.skip_column(e.row, e.family, e.qualifier)?;
+            }
             continue;
         }
         let verdict = ret.offer(&e);
@@ -369,10 +374,7 @@ fn collect_row<'a>(
                 || !read.columns.selects(e.family, q)
                 || (last_col == Some((e.family, q)) && count >= max_versions)
                 || e.ts < read.time_range.min;
-            let same_column_next = it.peek().is_some_and(|n| {
-                n.row == e.row && n.family == e.family && n.qualifier == e.qualifier
-            });
-            if done && same_column_next {
+            if done && same_column(it.peek(), &e) {
                 it.skip_column(e.row, e.family, e.qualifier)?;
             }
         }
@@ -380,10 +382,18 @@ fn collect_row<'a>(
     Ok(())
 }
 
+/// Whether `next` is another version (or marker) of `e`'s column.
+fn same_column(next: Option<&Entry<'_>>, e: &Entry<'_>) -> bool {
+    next.is_some_and(|n| n.row == e.row && n.family == e.family && n.qualifier == e.qualifier)
+}
+
 /// Consume the entries of `row` from `it`.
 fn skip_row(it: &mut MergeIter<'_>, row: &[u8]) -> Result<()> {
-    while it.peek().is_some_and(|e| e.row == row) {
+    while let Some(e) = it.peek().filter(|e| e.row == row).copied() {
         it.next()?;
+        if e.qualifier.is_some() && same_column(it.peek(), &e) {
+            it.skip_column(e.row, e.family, e.qualifier)?;
+        }
     }
     Ok(())
 }

@@ -573,7 +573,81 @@ pub(crate) struct SegmentSource<'a> {
     pos: usize,
 }
 
+/// Whether `e` sorts after every entry of the column `(row, family, qualifier)`.
+fn past_column(e: &Entry<'_>, row: &[u8], family: &[u8], qualifier: Option<&[u8]>) -> bool {
+    (e.row, e.family, e.qualifier) > (row, family, qualifier)
+}
+
+/// Entries a skip walks before it seeks: few versions are cheaper to step over than to seek past.
+const SKIP_WALK: usize = 2 * RESTART_INTERVAL;
+
+impl<'a> SegmentSource<'a> {
+    /// The first entry of block `i`.
+    fn first_entry(&self, i: usize) -> Result<Entry<'a>> {
+        let seg: &'a Segment = self.seg;
+        let (data, _) = seg.block(i)?;
+        decode_entry(data, 0)
+            .map(|(e, _)| e)
+            .ok_or_else(|| seg.bad_entry(i, 0))
+    }
+}
+
 impl<'a> EntrySource<'a> for SegmentSource<'a> {
+    /// Steps over a short column; seeks past a long one (a counter's thousands of versions)
+    /// through the block index and the restart points, so its cost does not grow with them.
+    fn skip_column(
+        &mut self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: Option<&[u8]>,
+    ) -> Result<Option<Entry<'a>>> {
+        for _ in 0..SKIP_WALK {
+            match self.next_entry()? {
+                Some(e) if !past_column(&e, row, family, qualifier) => {}
+                other => return Ok(other),
+            }
+        }
+        let seg: &'a Segment = self.seg;
+        if self.block >= seg.blocks.len() {
+            return Ok(None);
+        }
+        // The column ends in the last block whose first entry is still inside it (blocks past
+        // the ones that end at `row` start after the column).
+        let end = seg.blocks.partition_point(|b| b.last_row.as_slice() <= row);
+        let end = (end + 1).min(seg.blocks.len());
+        let mut lo = self.block + 1;
+        let mut hi = end.max(lo);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if past_column(&self.first_entry(mid)?, row, family, qualifier) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let block = lo - 1;
+        let (data, restarts) = seg.block(block)?;
+        let p = restarts.partition_point(|&pos| {
+            decode_entry(data, pos as usize)
+                .is_some_and(|(e, _)| !past_column(&e, row, family, qualifier))
+        });
+        let mut pos = if p == 0 { 0 } else { restarts[p - 1] as usize };
+        if block == self.block {
+            pos = pos.max(self.pos);
+        }
+        self.block = block;
+        self.data = data;
+        while pos < data.len() {
+            let (e, next) = decode_entry(data, pos).ok_or_else(|| seg.bad_entry(block, pos))?;
+            if past_column(&e, row, family, qualifier) {
+                break;
+            }
+            pos = next;
+        }
+        self.pos = pos;
+        self.next_entry()
+    }
+
     fn next_entry(&mut self) -> Result<Option<Entry<'a>>> {
         loop {
             if self.block >= self.seg.blocks.len() {
@@ -647,6 +721,56 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 3000);
+    }
+
+    #[test]
+    fn skip_column_lands_on_the_next_column_however_many_versions_it_has() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/3.seg");
+        let mut w = SegmentWriter::create(&fs, path, 10).unwrap();
+        let value = vec![1u8; 30];
+        // Row r1: column a with `n` versions, then b; row r2: column a with 3 versions.
+        let mut expected = Vec::new();
+        let mut seq = 0;
+        for (row, col, versions) in [
+            (&b"r1"[..], &b"a"[..], 5000i64),
+            (b"r1", b"b", 2),
+            (b"r2", b"a", 3),
+        ] {
+            for ts in (1..=versions).rev() {
+                seq += 1;
+                w.add(&Entry {
+                    row,
+                    qualifier: Some(col),
+                    ts,
+                    value: &value,
+                    ..put(b"", seq, b"")
+                })
+                .unwrap();
+            }
+            expected.push((row, col, versions));
+        }
+        w.finish().unwrap();
+        let seg = Segment::open(&fs, path, 1).unwrap();
+        assert!(seg.blocks.len() > 5);
+        // From the first entry of every column, and from deep inside the long one.
+        for consumed in [1usize, 2, 40, 1000, 4999] {
+            let mut it = seg.iter_from(Some(b"r1")).unwrap();
+            for _ in 0..consumed {
+                it.next_entry().unwrap().unwrap();
+            }
+            let next = it.skip_column(b"r1", b"f", Some(b"a")).unwrap().unwrap();
+            assert_eq!(
+                (next.row, next.qualifier, next.ts),
+                (&b"r1"[..], Some(&b"b"[..]), 2)
+            );
+        }
+        let mut it = seg.iter_from(Some(b"r1")).unwrap();
+        it.next_entry().unwrap();
+        it.skip_column(b"r1", b"f", Some(b"a")).unwrap();
+        let next = it.skip_column(b"r1", b"f", Some(b"b")).unwrap().unwrap();
+        assert_eq!((next.row, next.ts), (&b"r2"[..], 3));
+        assert!(it.skip_column(b"r2", b"f", Some(b"a")).unwrap().is_none());
     }
 
     #[test]
