@@ -63,6 +63,7 @@
 //! 4. A split loses no acknowledged write and a scan spanning it returns every row once.
 //! 5. A region whose store failed answers `RegionUnavailable`; other regions keep serving.
 
+mod background;
 pub mod catalog;
 pub mod client;
 pub mod error;

@@ -140,6 +140,8 @@ impl RegionActor {
             recovery: self.settings.recovery,
             memtable_budget: self.settings.memtable_budget,
             owns_row: owns_row_predicate(&self.salt, range),
+            // The actor flushes on a blocking thread (`maybe_flush`): writes never wait for it.
+            background_flush: true,
         }
     }
 
@@ -255,7 +257,51 @@ impl RegionActor {
                 .collect();
             let _ = reply.send(Ok(answer));
         }
+        self.maybe_flush(ctx);
         self.maybe_compact(ctx);
+    }
+
+    /// Once the memtable is full, freeze it and write it to a segment on a blocking thread;
+    /// writes go on into a fresh memtable and log meanwhile, reads see both. One flush at a
+    /// time: if the new memtable fills up before this one is installed, the store flushes
+    /// inline at twice the budget (backpressure instead of unbounded memory).
+    fn maybe_flush(&mut self, ctx: &mut Context<Self>) {
+        let Ok(store) = self.store() else {
+            return;
+        };
+        if !store.wants_flush() {
+            return;
+        }
+        let task = match store.flush_task() {
+            Ok(Some(task)) => task,
+            Ok(None) => return,
+            Err(e) => {
+                let _ = self.store_err(e);
+                return;
+            }
+        };
+        let job = crate::background::run("flush", move || task.run());
+        ctx.spawn(job.into_actor(self).map(|res, act, ctx| {
+            match res {
+                Ok(output) => {
+                    // The store may have been closed or reopened meanwhile: then the output
+                    // is stale and the store deletes it.
+                    if let Some(store) = act.store.as_mut() {
+                        match store.install_flush(output) {
+                            // Freeing the memtable takes a while: not on the actor's thread.
+                            Ok(retired) => crate::background::drop_later(retired),
+                            Err(e) => {
+                                let _ = act.store_err(e);
+                            }
+                        }
+                    }
+                }
+                Err(e) => act.fail(e.to_string()),
+            }
+            act.maybe_request_split();
+            act.maybe_flush(ctx);
+            act.maybe_compact(ctx);
+        }));
     }
 
     /// Merge segments in the background once flushes have piled up enough of them that reads
@@ -313,7 +359,7 @@ impl RegionActor {
             return;
         };
         self.compacting = true;
-        let job = async move { tokio::task::spawn_blocking(move || task.run()).await };
+        let job = crate::background::run("compaction", move || task.run());
         ctx.spawn(job.into_actor(self).map(move |res, act, ctx| {
             act.compacting = false;
             let out = match res {
@@ -325,9 +371,7 @@ impl RegionActor {
                     Err(e) => Err(e),
                 },
                 Ok(Err(e)) => Err(act.store_err(e)),
-                Err(join) => Err(ActorError::Internal(format!(
-                    "compaction task panicked: {join}"
-                ))),
+                Err(e) => Err(e),
             };
             if let Some(r) = reply {
                 let _ = r.send(out.map_err(Reject::Failed));
@@ -481,6 +525,7 @@ impl Handler<Flush> for RegionActor {
         };
         let res = res.map_err(|e| self.store_err(e).into());
         let _ = msg.reply.send(res);
+        self.maybe_compact(ctx);
     }
 }
 

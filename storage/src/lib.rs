@@ -61,8 +61,8 @@ pub use fs::{Fault, FaultOp, FileSystem, SimFs, StdFs};
 pub use idempotency::IdempotencyOptions;
 pub use model::*;
 pub use region_store::{
-    CompactionOutput, CompactionTask, Durability, RecoveryMode, RecoveryReport, RegionStats,
-    RegionStore, RowPredicate, StoreOptions,
+    CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask, RecoveryMode,
+    RecoveryReport, RegionStats, RegionStore, RetiredMemtable, RowPredicate, StoreOptions,
 };
 
 /// The store moves into its region actor's thread and compactions run on another one.
@@ -71,4 +71,7 @@ const _: () = {
     assert_send::<RegionStore>();
     assert_send::<CompactionTask>();
     assert_send::<CompactionOutput>();
+    assert_send::<FlushTask>();
+    assert_send::<FlushOutput>();
+    assert_send::<RetiredMemtable>();
 };

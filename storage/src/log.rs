@@ -170,10 +170,6 @@ impl LogWriter {
         })
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Bytes in the file plus bytes waiting to be written.
     pub(crate) fn len(&self) -> u64 {
         self.len + self.pending.len() as u64

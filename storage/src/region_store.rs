@@ -92,6 +92,10 @@ pub struct StoreOptions {
     /// Rows this store owns; reads skip, and compactions drop, rows for which it is false
     /// (used by region splits). `None` = every row.
     pub owns_row: Option<RowPredicate>,
+    /// The owner runs flushes on another thread ([`RegionStore::flush_task`]): writes then
+    /// never flush inline unless the memtable reaches twice its budget (the owner fell behind),
+    /// and a flush never compacts inline. Off: writes flush (and compact) inline at the budget.
+    pub background_flush: bool,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -102,6 +106,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
             .field("owns_row", &self.owns_row.is_some())
+            .field("background_flush", &self.background_flush)
             .finish()
     }
 }
@@ -115,6 +120,7 @@ impl StoreOptions {
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
             owns_row: None,
+            background_flush: false,
         }
     }
 }
@@ -134,8 +140,11 @@ pub struct RecoveryReport {
 /// Figures for metrics and the console (serialized as they are by the admin API).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RegionStats {
+    /// Both memtables: the one writes go to and a frozen one being flushed.
     pub memtable_bytes: u64,
     pub memtable_cells: u64,
+    /// A background flush is under way.
+    pub flushing: bool,
     pub segments: u64,
     pub segment_bytes: u64,
     pub segment_cells: u64,
@@ -545,6 +554,58 @@ impl CompactionTask {
     }
 }
 
+/// A flush prepared by [`RegionStore::flush_task`]: the frozen memtable, to be written to a
+/// segment on another thread ([`FlushTask::run`]) and installed with
+/// [`RegionStore::install_flush`].
+pub struct FlushTask {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    id: u64,
+    mem: Arc<Memtable>,
+}
+
+impl std::fmt::Debug for FlushTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushTask")
+            .field("id", &self.id)
+            .field("entries", &self.mem.len())
+            .finish()
+    }
+}
+
+/// A flushed memtable, handed back by [`RegionStore::install_flush`] so that its owner frees
+/// it off the latency-critical thread: freeing takes time in proportion to its entries (about
+/// 0.2 s for a 64 MiB memtable of small cells).
+#[derive(Debug)]
+#[must_use = "drop it where a long free does not stall anything"]
+pub struct RetiredMemtable(#[allow(dead_code)] Option<Arc<Memtable>>);
+
+/// The result of [`FlushTask::run`].
+#[derive(Debug)]
+pub struct FlushOutput {
+    mem: Arc<Memtable>,
+    segment: Result<Option<Segment>>,
+}
+
+impl FlushTask {
+    /// Write the frozen memtable to a new segment file (written, fsynced, renamed into place).
+    /// A failure is reported by [`RegionStore::install_flush`], which poisons the store.
+    pub fn run(self) -> FlushOutput {
+        let mem = &self.mem;
+        let segment = write_segment(&*self.fs, &self.dir, self.id, mem.len() as u64, &mut |w| {
+            let mut it = mem.iter_all();
+            while let Some(e) = it.next_entry()? {
+                w.add(&e)?;
+            }
+            Ok(())
+        });
+        FlushOutput {
+            mem: self.mem,
+            segment,
+        }
+    }
+}
+
 /// One region's store.
 pub struct RegionStore {
     fs: Arc<dyn FileSystem>,
@@ -556,9 +617,20 @@ pub struct RegionStore {
     /// Derived from `families` and `floors`; rebuilt whenever they change.
     rules: Rules,
     owns_row: Option<RowPredicate>,
+    background_flush: bool,
+    /// The memtable writes go to.
     memtable: Memtable,
+    /// A full memtable being written to a segment by a [`FlushTask`]; read with `memtable`.
+    frozen: Option<Arc<Memtable>>,
     segments: Vec<Arc<Segment>>,
+    /// The log writes are appended to.
     log: LogWriter,
+    /// The manifest's `log_number`: the oldest log whose records are not all in segments.
+    /// Every log from it up to `log` is replayed by recovery.
+    log_floor: u64,
+    /// Logs no longer appended to but still needed (`log_floor <= id < log.number`): they hold
+    /// the frozen memtable's records, or were replayed at open and not flushed since.
+    retired_logs: Vec<u64>,
     next_file: AtomicU64,
     next_seq: u64,
     clock: Clock,
@@ -645,6 +717,7 @@ impl RegionStore {
         let mut active: Option<(u64, u64, u8)> = None;
         let mut idem = IdempotencyCache::new(IdempotencyOptions::default());
         let mut stopped = false;
+        let mut replayed: Vec<u64> = Vec::new();
         let mut file_ids = m.next_file.max(max_id + 1);
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
@@ -711,6 +784,7 @@ impl RegionStore {
                 stopped = true;
             }
             active = Some((n, out.valid_len, out.version));
+            replayed.push(n);
         }
 
         let next_file = AtomicU64::new(file_ids);
@@ -745,7 +819,8 @@ impl RegionStore {
                 floors.insert(old.name.clone(), next_seq);
             }
         }
-        let log_number = log.number;
+        let log_floor = replayed.first().copied().unwrap_or(log.number);
+        let retired_logs: Vec<u64> = replayed.into_iter().filter(|n| *n < log.number).collect();
         let mut store = RegionStore {
             fs,
             dir: dir.to_path_buf(),
@@ -755,9 +830,13 @@ impl RegionStore {
             families,
             floors,
             owns_row: options.owns_row,
+            background_flush: options.background_flush,
             memtable,
+            frozen: None,
             segments,
             log,
+            log_floor,
+            retired_logs,
             next_file,
             next_seq,
             clock,
@@ -769,8 +848,8 @@ impl RegionStore {
             reserved: Arc::default(),
             idem,
         };
-        if fresh || store.families != stored || log_number < m.log_number {
-            store.write_manifest(&store.segments, store.log.number)?;
+        if fresh || store.families != stored || log_floor != m.log_number {
+            store.write_manifest(&store.segments, log_floor)?;
         }
         // Files no manifest names: orphans of an interrupted flush or compaction, old logs.
         let live: BTreeSet<u64> = store.segments.iter().map(|s| s.id).collect();
@@ -842,7 +921,7 @@ impl RegionStore {
             std::mem::replace(&mut self.families, families),
             std::mem::replace(&mut self.floors, floors),
         );
-        if let Err(e) = self.write_manifest(&self.segments, self.log.number) {
+        if let Err(e) = self.write_manifest(&self.segments, self.log_floor) {
             self.families = old_families;
             self.floors = old_floors;
             self.poison(&e);
@@ -874,17 +953,30 @@ impl RegionStore {
         Ok(())
     }
 
+    /// The memtable writes go to, then the frozen one being flushed (if any).
+    fn memtables(&self) -> impl Iterator<Item = &Memtable> {
+        std::iter::once(&self.memtable).chain(self.frozen.as_deref())
+    }
+
+    /// Bytes and entries held by both memtables.
+    fn memtable_totals(&self) -> (usize, usize) {
+        self.memtables()
+            .fold((0, 0), |(b, n), m| (b + m.bytes(), n + m.len()))
+    }
+
     fn owns(&self, row: &[u8]) -> bool {
         self.owns_row.as_ref().is_none_or(|p| p(row))
     }
 
     fn sources_from(&self, row: Option<&[u8]>) -> Result<MergeIter<'_>> {
         let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> =
-            Vec::with_capacity(1 + self.segments.len());
-        sources.push(Box::new(match row {
-            Some(r) => self.memtable.iter_from(r),
-            None => self.memtable.iter_all(),
-        }));
+            Vec::with_capacity(2 + self.segments.len());
+        for mem in self.memtables() {
+            sources.push(Box::new(match row {
+                Some(r) => mem.iter_from(r),
+                None => mem.iter_all(),
+            }));
+        }
         for s in &self.segments {
             sources.push(Box::new(s.iter_from(row)?));
         }
@@ -893,8 +985,10 @@ impl RegionStore {
 
     /// Sources positioned at `row`, leaving out the segments whose row filter excludes it.
     fn sources_for_row(&self, row: &[u8]) -> Result<MergeIter<'_>> {
-        let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> =
-            vec![Box::new(self.memtable.iter_from(row))];
+        let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> = Vec::new();
+        for mem in self.memtables() {
+            sources.push(Box::new(mem.iter_from(row)));
+        }
         for s in self.segments.iter().filter(|s| s.may_contain_row(row)) {
             sources.push(Box::new(s.iter_from(Some(row))?));
         }
@@ -904,18 +998,24 @@ impl RegionStore {
     /// One step of a reversed scan: the greatest row below `upper` in any source (`None` bound:
     /// the greatest row), with a merge positioned at it over only the sources that hold it.
     fn prev_row(&self, upper: Option<&[u8]>) -> Result<Option<(Vec<u8>, MergeIter<'_>)>> {
-        let mem = self.memtable.last_row_before(upper);
+        let mems: Vec<(&Memtable, Option<&[u8]>)> = self
+            .memtables()
+            .map(|m| (m, m.last_row_before(upper)))
+            .collect();
         let mut lasts = Vec::with_capacity(self.segments.len());
         for s in &self.segments {
             lasts.push(s.last_row_before(upper)?);
         }
-        let Some(best) = lasts.iter().flatten().copied().chain(mem).max() else {
+        let in_mem = mems.iter().filter_map(|(_, last)| *last);
+        let Some(best) = lasts.iter().flatten().copied().chain(in_mem).max() else {
             return Ok(None);
         };
         let row = best.to_vec();
         let mut sources: Vec<Box<dyn EntrySource<'_> + '_>> = Vec::new();
-        if mem == Some(best) {
-            sources.push(Box::new(self.memtable.iter_from(&row)));
+        for (mem, last) in &mems {
+            if *last == Some(best) {
+                sources.push(Box::new(mem.iter_from(&row)));
+            }
         }
         for (s, last) in self.segments.iter().zip(&lasts) {
             if *last == Some(best) {
@@ -1393,7 +1493,13 @@ impl RegionStore {
             return results;
         }
         self.stats.writes += applied;
-        if self.memtable.bytes() > self.memtable_budget {
+        let limit = if self.background_flush {
+            // The owner flushes in the background; inline only if it has fallen far behind.
+            self.memtable_budget.saturating_mul(2)
+        } else {
+            self.memtable_budget
+        };
+        if self.memtable.bytes() > limit {
             // The batch is durable in the log already: a failed flush poisons the store for
             // later calls but does not take back these acknowledgements.
             let _ = self.flush();
@@ -1478,36 +1584,109 @@ impl RegionStore {
         Ok(())
     }
 
-    /// Write the memtable to a new segment and rotate the log (FORMAT.md "Flush").
-    /// Afterwards, if the segments have piled up, merges some (size-tiered minor compaction).
+    /// Write the memtables to a new segment and rotate the log (FORMAT.md "Flush"), now.
+    /// Afterwards, if the segments have piled up, merges some (size-tiered minor compaction),
+    /// unless the owner compacts in the background ([`StoreOptions::background_flush`]).
     pub fn flush(&mut self) -> Result<()> {
         self.check_usable()?;
         let r = self.flush_inner();
         match &r {
             Err(e) => self.poison(e),
-            Ok(()) => self.compact_tiered(),
+            Ok(()) if !self.background_flush => self.compact_tiered(),
+            Ok(()) => {}
         }
         r
     }
 
-    fn flush_inner(&mut self) -> Result<()> {
-        self.log.write_pending()?;
-        if self.memtable.is_empty() {
-            return Ok(());
+    /// Whether the memtable has reached its budget and no flush is under way: the owner of a
+    /// store with [`StoreOptions::background_flush`] should call [`RegionStore::flush_task`].
+    pub fn wants_flush(&self) -> bool {
+        self.poisoned.is_none()
+            && self.frozen.is_none()
+            && self.memtable.bytes() > self.memtable_budget
+    }
+
+    /// Freeze the memtable for a flush on another thread: sync the log, start a new one, and
+    /// hand back a task that writes the frozen memtable to a segment. Reads keep seeing the
+    /// frozen memtable until [`RegionStore::install_flush`]. `None` if the memtable is empty
+    /// or a flush is already under way. A failure poisons the store.
+    pub fn flush_task(&mut self) -> Result<Option<FlushTask>> {
+        self.check_usable()?;
+        if self.frozen.is_some() || self.memtable.is_empty() {
+            return Ok(None);
         }
+        let r = self.freeze();
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        r.map(Some)
+    }
+
+    fn freeze(&mut self) -> Result<FlushTask> {
+        // The frozen records are durable before any later write lands in the next log, so a
+        // damaged tail can only ever drop a suffix of the writes.
+        self.sync_log()?;
+        // The segment's id is below the new log's: a store reopened on this directory
+        // allocates past the log, so a task that outlives its store cannot clobber a file of
+        // the new one.
         let id = self.alloc_file();
-        let memtable = &self.memtable;
-        let seg = write_segment(&*self.fs, &self.dir, id, memtable.len() as u64, &mut |w| {
-            let mut it = memtable.iter_all();
-            while let Some(e) = it.next_entry()? {
-                w.add(&e)?;
+        let new_log = self.start_log()?;
+        let old = std::mem::replace(&mut self.log, new_log);
+        self.retired_logs.push(old.number);
+        let mem = Arc::new(std::mem::take(&mut self.memtable));
+        self.frozen = Some(mem.clone());
+        self.unsynced_writes = 0;
+        Ok(FlushTask {
+            fs: self.fs.clone(),
+            dir: self.dir.clone(),
+            id,
+            mem,
+        })
+    }
+
+    /// Install a finished background flush: the manifest names its segment and the log that
+    /// followed the freeze, then the older logs are deleted. The output of a flush that a
+    /// synchronous flush overtook (the store flushed or reopened meanwhile) is deleted. A
+    /// failed flush poisons the store (its records are still in the logs: nothing is lost).
+    pub fn install_flush(&mut self, out: FlushOutput) -> Result<RetiredMemtable> {
+        let current = self
+            .frozen
+            .as_ref()
+            .is_some_and(|f| Arc::ptr_eq(f, &out.mem));
+        let retired = RetiredMemtable(Some(out.mem));
+        let segment = match out.segment {
+            Ok(seg) => seg,
+            Err(e) if current => {
+                self.poison(&e);
+                return Err(e);
             }
-            Ok(())
-        })?;
+            Err(_) => return Ok(retired),
+        };
+        if !current || self.poisoned.is_some() {
+            if let Some(seg) = &segment {
+                let _ = self.fs.remove(seg.path());
+            }
+            return self.check_usable().map(|()| retired);
+        }
+        let mut segments = self.segments.clone();
+        segments.extend(segment.map(Arc::new));
+        if let Err(e) = self.write_manifest(&segments, self.log.number) {
+            self.poison(&e);
+            return Err(e);
+        }
+        self.log_floor = self.log.number;
+        self.remove_retired_logs();
+        self.segments = segments;
+        self.frozen = None;
+        self.stats.flushes += 1;
+        Ok(retired)
+    }
+
+    /// A new log, holding the live idempotency keys (durably, before any manifest can make the
+    /// logs that recorded them obsolete), its directory entry synced.
+    fn start_log(&mut self) -> Result<LogWriter> {
         let log_id = self.alloc_file();
         let mut new_log = LogWriter::create(&*self.fs, &log_path(&self.dir, log_id), log_id)?;
-        // The live idempotency keys move to the new log (durably, before the manifest makes
-        // the old one obsolete).
         let live = self.idem.live();
         if !live.is_empty() {
             for (row, i) in live {
@@ -1525,17 +1704,54 @@ impl RegionStore {
         self.fs
             .sync_dir(&self.dir)
             .map_err(|e| Error::io(&self.dir, e))?;
+        Ok(new_log)
+    }
+
+    fn remove_retired_logs(&mut self) {
+        for id in std::mem::take(&mut self.retired_logs) {
+            let path = log_path(&self.dir, id);
+            if let Err(e) = self.fs.remove(&path) {
+                tracing::warn!(file = %path.display(), error = %e, "could not delete old log");
+            }
+        }
+    }
+
+    fn flush_inner(&mut self) -> Result<()> {
+        self.log.write_pending()?;
+        if self.memtable.is_empty() && self.frozen.is_none() {
+            return Ok(());
+        }
+        let id = self.alloc_file();
+        let (_, entries) = self.memtable_totals();
+        let mut it = MergeIter::new(
+            self.memtables()
+                .map(|m| Box::new(m.iter_all()) as Box<dyn EntrySource<'_> + '_>)
+                .collect(),
+        )?;
+        let seg = write_segment(&*self.fs, &self.dir, id, entries as u64, &mut |w| {
+            // The same key in both memtables: the active one's entry (higher seq) comes first.
+            let mut prev: Option<Entry<'_>> = None;
+            while let Some(e) = it.next()? {
+                if !prev.is_some_and(|p| p.same_key(&e)) {
+                    w.add(&e)?;
+                }
+                prev = Some(e);
+            }
+            Ok(())
+        })?;
+        drop(it);
+        let new_log = self.start_log()?;
         let mut segments = self.segments.clone();
         segments.extend(seg.map(Arc::new));
-        self.write_manifest(&segments, log_id)?;
+        self.write_manifest(&segments, new_log.number)?;
         let old_log = std::mem::replace(&mut self.log, new_log);
-        let old_path = old_log.path().to_path_buf();
+        self.retired_logs.push(old_log.number);
         drop(old_log);
-        if let Err(e) = self.fs.remove(&old_path) {
-            tracing::warn!(file = %old_path.display(), error = %e, "could not delete old log");
-        }
+        self.log_floor = self.log.number;
+        self.remove_retired_logs();
         self.segments = segments;
         self.memtable = Memtable::default();
+        self.frozen = None;
         self.unsynced_writes = 0;
         self.stats.flushes += 1;
         Ok(())
@@ -1594,7 +1810,10 @@ impl RegionStore {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             id: self.alloc_file(),
-            drop_markers: major && self.memtable.is_empty() && inputs.len() == self.segments.len(),
+            drop_markers: major
+                && self.memtable.is_empty()
+                && self.frozen.is_none()
+                && inputs.len() == self.segments.len(),
             inputs,
             major,
             rules: self.rules.clone(),
@@ -1655,7 +1874,7 @@ impl RegionStore {
             .cloned()
             .collect();
         segments.extend(out.output.map(Arc::new));
-        if let Err(e) = self.write_manifest(&segments, self.log.number) {
+        if let Err(e) = self.write_manifest(&segments, self.log_floor) {
             self.poison(&e);
             return Err(e);
         }
@@ -1691,8 +1910,8 @@ impl RegionStore {
             .map_err(|e| Error::io(dest_dir, e))?;
         let rules = &self.rules;
         let mut it = self.sources_from(None)?;
-        let rows =
-            self.memtable.len() as u64 + self.segments.iter().map(|s| s.info.entries).sum::<u64>();
+        let rows = self.memtable_totals().1 as u64
+            + self.segments.iter().map(|s| s.info.entries).sum::<u64>();
         let seg = write_segment(fs, dest_dir, 1, rows, &mut |w| {
             copy_raw(&mut it, rules, pred, w)
         })?;
@@ -1753,14 +1972,17 @@ impl RegionStore {
 
     /// Bytes held by the memtable and the segment files.
     pub fn approximate_size(&self) -> u64 {
-        self.memtable.bytes() as u64 + self.segments.iter().map(|s| s.info.file_bytes).sum::<u64>()
+        self.memtable_totals().0 as u64
+            + self.segments.iter().map(|s| s.info.file_bytes).sum::<u64>()
     }
 
     /// Figures for metrics.
     pub fn stats(&self) -> RegionStats {
+        let (memtable_bytes, memtable_cells) = self.memtable_totals();
         RegionStats {
-            memtable_bytes: self.memtable.bytes() as u64,
-            memtable_cells: self.memtable.len() as u64,
+            memtable_bytes: memtable_bytes as u64,
+            memtable_cells: memtable_cells as u64,
+            flushing: self.frozen.is_some(),
             segments: self.segments.len() as u64,
             segment_bytes: self.segments.iter().map(|s| s.info.file_bytes).sum(),
             segment_cells: self.segments.iter().map(|s| s.info.entries).sum(),

@@ -33,6 +33,10 @@ const ENTRY_HEADER: usize = 31;
 const RESTART_INTERVAL: usize = 16;
 /// Write to the file in chunks of this size.
 const WRITE_CHUNK: usize = 1 << 20;
+/// Sync the file every this many bytes while writing it (RocksDB's `bytes_per_sync`): the
+/// kernel then writes a large segment back steadily instead of all at the final fsync, which
+/// would queue every log fsync made meanwhile behind tens of megabytes.
+const SYNC_EVERY: u64 = 1 << 20;
 
 fn header() -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
@@ -132,6 +136,8 @@ pub(crate) struct SegmentWriter {
     entries: u64,
     max_seq: u64,
     bloom: Bloom,
+    /// Bytes written since the last sync.
+    unsynced: u64,
 }
 
 impl SegmentWriter {
@@ -147,6 +153,7 @@ impl SegmentWriter {
         Ok(SegmentWriter {
             file,
             path: path.to_path_buf(),
+            unsynced: 0,
             out,
             block: Vec::with_capacity(BLOCK_SIZE * 2),
             last_row: Vec::new(),
@@ -205,7 +212,12 @@ impl SegmentWriter {
         self.file
             .write_all(&self.out)
             .map_err(|e| Error::io(&self.path, e))?;
+        self.unsynced += self.out.len() as u64;
         self.out.clear();
+        if self.unsynced >= SYNC_EVERY {
+            self.file.sync().map_err(|e| Error::io(&self.path, e))?;
+            self.unsynced = 0;
+        }
         Ok(())
     }
 

@@ -1,7 +1,8 @@
 //! I/O errors at every step of a short workload (RELIABILITY.md "I/O error injection").
 //!
 //! The workload (single writes, group-committed batches, increments, two flushes, a minor and a
-//! major compaction, more writes, all in `Sync` mode) is first run without faults to count the
+//! major compaction, background flushes with writes while they run and one a synchronous flush
+//! overtakes, more writes, all in `Sync` mode) is first run without faults to count the
 //! file operations it makes. Then, for every kind of operation (write, partial write, fsync,
 //! rename, create, directory fsync) and every N up to that count, it is run again with the N-th
 //! such operation failing, once (transient) or from then on (persistent). In every run:
@@ -38,6 +39,10 @@ enum Step {
     /// Add `2^bit` to the counter `ctr/cf:n` (bits tell which increments were applied).
     Increment(u32),
     Flush,
+    /// Freeze the memtable for a background flush (`flush_task`).
+    Freeze,
+    /// Run the frozen memtable's flush task and install its output.
+    Install,
     Compact {
         major: bool,
     },
@@ -60,9 +65,17 @@ fn workload() -> Vec<Step> {
         Increment(2),
         Compact { major: true },
         Puts(vec!["r09"]),
+        Freeze,
         Puts(vec!["r10", "r11", "r12"]),
         Increment(3),
+        Install,
         Puts(vec!["r13"]),
+        Freeze,
+        Puts(vec!["r14"]),
+        // A synchronous flush overtakes the background one, whose output is then discarded.
+        Flush,
+        Install,
+        Puts(vec!["r15"]),
     ]
 }
 
@@ -92,6 +105,7 @@ struct Ledger {
 fn run(s: &mut RegionStore, what: &str) -> Ledger {
     let mut ledger = Ledger::default();
     let mut failed: Option<String> = None;
+    let mut task: Option<FlushTask> = None;
     for (i, step) in workload().into_iter().enumerate() {
         let what = format!("{what}, step {i}");
         match step {
@@ -145,6 +159,24 @@ fn run(s: &mut RegionStore, what: &str) -> Ledger {
                 if let Err(e) = res {
                     failed.get_or_insert(e.to_string());
                     assert!(s.stats().poisoned, "{what}: a failed flush poisons: {e}");
+                }
+            }
+            Step::Freeze => match s.flush_task() {
+                Ok(t) => {
+                    assert!(failed.is_none(), "{what}: a poisoned store does not freeze");
+                    task = t;
+                }
+                Err(e) => {
+                    failed.get_or_insert(e.to_string());
+                    assert!(s.stats().poisoned, "{what}: a failed freeze poisons: {e}");
+                }
+            },
+            Step::Install => {
+                if let Some(t) = task.take() {
+                    if let Err(e) = s.install_flush(t.run()).map(drop) {
+                        failed.get_or_insert(e.to_string());
+                        assert!(s.stats().poisoned, "{what}: a failed flush poisons: {e}");
+                    }
                 }
             }
             Step::Compact { major } => {

@@ -1,5 +1,6 @@
 //! The store against a brute-force model of HBase's version and delete semantics, with flush,
-//! compaction and reopen steps mixed in (a compact version of the exhaustive suite).
+//! background flush (freeze, then install, possibly overtaken), compaction and reopen steps
+//! mixed in (a compact version of the exhaustive suite).
 mod common;
 use common::*;
 use kura_storage::*;
@@ -13,6 +14,9 @@ enum Op {
     DeleteFamily(u8, u8, i64),
     DeleteRow(u8, i64),
     Flush,
+    /// Freeze the memtable for a background flush; `Install` runs the task and installs it.
+    Freeze,
+    Install,
     Minor,
     Major,
     Reopen,
@@ -30,6 +34,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..3u8, 0..2u8, 1..8i64).prop_map(|(r, f, t)| Op::DeleteFamily(r, f, t)),
         1 => (0..3u8, 1..8i64).prop_map(|(r, t)| Op::DeleteRow(r, t)),
         1 => Just(Op::Flush),
+        1 => Just(Op::Freeze),
+        1 => Just(Op::Install),
         1 => Just(Op::Minor),
         1 => Just(Op::Major),
         1 => Just(Op::Reopen),
@@ -112,6 +118,7 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
     let mut s = RegionStore::open(dir.path(), opts.clone()).unwrap().0;
     let mut model: Vec<E> = Vec::new();
     let mut seq = 0u64;
+    let mut task: Option<FlushTask> = None;
     for op in ops {
         let mut push = |model: &mut Vec<E>, row, fam, qual, ts, kind, value| {
             seq += 1;
@@ -191,6 +198,16 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
                 }
             }
             Op::Flush => s.flush().unwrap(),
+            Op::Freeze => {
+                if let Some(t) = s.flush_task().unwrap() {
+                    task = Some(t);
+                }
+            }
+            Op::Install => {
+                if let Some(t) = task.take() {
+                    let _ = s.install_flush(t.run()).unwrap();
+                }
+            }
             Op::Minor => s.compact(false).unwrap(),
             Op::Major => {
                 s.compact(true).unwrap();
