@@ -46,7 +46,7 @@ use crate::idempotency::{self, IdempotencyCache, IdempotencyOptions, MAX_IDEMPOT
 use crate::key::{row_successor, Entry, Kind, MemKey};
 use crate::log::{self, LogCell, LogIdem, LogRecord, LogWriter};
 use crate::manifest::{self, FamilyRecord, Manifest, SegmentRecord};
-use crate::memtable::Memtable;
+use crate::memtable::{InsertEntry, Memtable, MemtableBuilder};
 use crate::merge::{EntrySource, MergeIter};
 use crate::model::*;
 use crate::resolve::{Retention, Rules, Verdict};
@@ -289,7 +289,7 @@ fn apply_record(memtable: &mut Memtable, rec: LogRecord) -> Result<()> {
 }
 
 /// [`apply_record`] for a record decoded in place during replay.
-fn apply_record_ref(memtable: &mut Memtable, rec: &log::LogRecordRef<'_>) -> Result<()> {
+fn apply_record_ref(memtable: &mut impl InsertEntry, rec: &log::LogRecordRef<'_>) -> Result<()> {
     for (i, c) in rec.cells.iter().enumerate() {
         let kind = Kind::from_u8(c.kind)
             .ok_or_else(|| Error::Codec(format!("unknown entry kind {}", c.kind)))?;
@@ -708,7 +708,8 @@ impl RegionStore {
         }
         let mut clock = Clock::default();
         clock.observe(m.clock);
-        let mut memtable = Memtable::default();
+        // Replayed entries are collected and sorted once (see `MemtableBuilder`).
+        let mut memtable = MemtableBuilder::default();
         let mut report = RecoveryReport {
             segments: segments.len(),
             ..RecoveryReport::default()
@@ -740,7 +741,7 @@ impl RegionStore {
                     // over the segment, which is harmless (identical entries, same seq).
                     let id = file_ids;
                     file_ids += 1;
-                    let full = std::mem::take(&mut memtable);
+                    let full = std::mem::take(&mut memtable).build();
                     let seg = write_segment(&*fs, dir, id, full.len() as u64, &mut |w| {
                         let mut it = full.iter_all();
                         while let Some(e) = it.next_entry()? {
@@ -787,6 +788,7 @@ impl RegionStore {
             replayed.push(n);
         }
 
+        let memtable = memtable.build();
         let next_file = AtomicU64::new(file_ids);
         let log = match active {
             Some((n, len, version))

@@ -16,6 +16,10 @@
 //! (2) `RegionStore::open` (recovery). Then the same two with the file in the page cache.
 use kura_storage::*;
 use std::io::Read;
+
+// The allocator of the `kura` binary, so that this measures recovery as the server runs it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
