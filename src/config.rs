@@ -73,6 +73,12 @@ pub struct Config {
     #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64)]
     pub memtable_mb: usize,
 
+    /// Pace each region's background flushes and compactions to this many MiB/s, so that they
+    /// do not queue the log's fsyncs behind tens of megabytes (0 = unpaced). A flush stops
+    /// pacing once the next memtable is half full.
+    #[arg(long, env = "KURA_BACKGROUND_WRITE_MB", default_value_t = 32)]
+    pub background_write_mb: u64,
+
     /// Split a region once its data exceeds this many MiB (0 = never split automatically).
     #[arg(long, env = "KURA_SPLIT_THRESHOLD_MB", default_value_t = 1024)]
     pub split_threshold_mb: u64,
@@ -205,6 +211,7 @@ impl Config {
             RecoveryArg::Strict => RecoveryMode::Strict,
         };
         k.memtable_budget = self.memtable_mb.max(1) << 20;
+        k.background_write_rate = self.background_write_mb << 20;
         k.split_threshold = match self.split_threshold_mb {
             0 => None,
             mb => Some(mb << 20),

@@ -30,6 +30,9 @@ pub struct KuraConfig {
     pub recovery: RecoveryMode,
     /// Memtable budget per region, bytes.
     pub memtable_budget: usize,
+    /// Pace background flushes and compactions to this many bytes per second per region, so
+    /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
+    pub background_write_rate: u64,
     /// Split a region automatically once its data exceeds this many bytes; `None` = never.
     pub split_threshold: Option<u64>,
     /// Region mailbox capacity (requests waiting); a full mailbox answers `Overloaded`.
@@ -48,6 +51,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("durability", &self.durability)
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
+            .field("background_write_rate", &self.background_write_rate)
             .field("split_threshold", &self.split_threshold)
             .field("mailbox_capacity", &self.mailbox_capacity)
             .field("file_system", &self.file_system.as_ref().map(|_| "custom"))
@@ -65,6 +69,7 @@ impl KuraConfig {
             durability: Durability::Sync,
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
+            background_write_rate: 32 << 20,
             split_threshold: Some(1 << 30),
             mailbox_capacity: 1024,
             file_system: None,
@@ -176,6 +181,7 @@ impl Kura {
             durability: config.durability,
             recovery: config.recovery,
             memtable_budget: config.memtable_budget,
+            background_write_rate: config.background_write_rate,
             split_threshold: config.split_threshold,
             mailbox_capacity: config.mailbox_capacity,
             file_system: config.file_system.clone(),

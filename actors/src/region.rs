@@ -41,6 +41,7 @@ pub(crate) struct RegionSettings {
     pub durability: Durability,
     pub recovery: RecoveryMode,
     pub memtable_budget: usize,
+    pub background_write_rate: u64,
     pub split_threshold: Option<u64>,
     pub mailbox_capacity: usize,
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
@@ -142,6 +143,7 @@ impl RegionActor {
             owns_row: owns_row_predicate(&self.salt, range),
             // The actor flushes on a blocking thread (`maybe_flush`): writes never wait for it.
             background_flush: true,
+            background_write_rate: self.settings.background_write_rate,
         }
     }
 

@@ -50,11 +50,11 @@ use crate::memtable::{InsertEntry, Memtable, MemtableBuilder};
 use crate::merge::{EntrySource, MergeIter};
 use crate::model::*;
 use crate::resolve::{Retention, Rules, Verdict};
-use crate::segment::{Segment, SegmentInfo, SegmentWriter};
+use crate::segment::{Pace, Segment, SegmentInfo, SegmentWriter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,6 +96,10 @@ pub struct StoreOptions {
     /// never flush inline unless the memtable reaches twice its budget (the owner fell behind),
     /// and a flush never compacts inline. Off: writes flush (and compact) inline at the budget.
     pub background_flush: bool,
+    /// With `background_flush`: pace the segment writes of background flushes and compactions
+    /// to this many bytes per second (0: unpaced). A flush stops pacing once the next memtable
+    /// is half full.
+    pub background_write_rate: u64,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -107,6 +111,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("memtable_budget", &self.memtable_budget)
             .field("owns_row", &self.owns_row.is_some())
             .field("background_flush", &self.background_flush)
+            .field("background_write_rate", &self.background_write_rate)
             .finish()
     }
 }
@@ -121,6 +126,7 @@ impl StoreOptions {
             memtable_budget: 64 << 20,
             owns_row: None,
             background_flush: false,
+            background_write_rate: 0,
         }
     }
 }
@@ -310,11 +316,15 @@ fn write_segment(
     dir: &Path,
     id: u64,
     expected_rows: u64,
+    pace: Option<Pace>,
     fill: &mut dyn FnMut(&mut SegmentWriter) -> Result<()>,
 ) -> Result<Option<Segment>> {
     let path = seg_path(dir, id);
     let tmp = path.with_extension("seg.tmp");
     let mut w = SegmentWriter::create(fs, &tmp, expected_rows)?;
+    if let Some(p) = pace {
+        w.set_pace(p);
+    }
     let filled = fill(&mut w);
     if filled.is_err() || w.entries() == 0 {
         drop(w);
@@ -462,6 +472,7 @@ impl Drop for Reservation {
 
 /// A compaction prepared by [`RegionStore::compaction_task`], runnable on another thread.
 pub struct CompactionTask {
+    pace: Option<Pace>,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     id: u64,
@@ -517,32 +528,39 @@ impl CompactionTask {
         let now_ms = self.now_ms;
         let (major, drop_markers) = (self.major, self.drop_markers);
         let entries_in: u64 = self.inputs.iter().map(|s| s.info.entries).sum();
-        let output = write_segment(&*self.fs, &self.dir, self.id, entries_in, &mut |w| {
-            if !major {
-                return copy_raw(&mut it, rules, &keep_row, w);
-            }
-            while let Some(first) = it.peek().copied() {
-                let row = first.row;
-                if !keep_row(row) {
-                    skip_row(&mut it, row)?;
-                    continue;
+        let output = write_segment(
+            &*self.fs,
+            &self.dir,
+            self.id,
+            entries_in,
+            self.pace.clone(),
+            &mut |w| {
+                if !major {
+                    return copy_raw(&mut it, rules, &keep_row, w);
                 }
-                let mut ret = Retention::new(rules, now_ms);
-                loop {
-                    let e = match it.peek() {
-                        Some(e) if e.row == row => *e,
-                        _ => break,
-                    };
-                    it.next()?;
-                    match ret.offer(&e) {
-                        Verdict::Keep => w.add(&e)?,
-                        Verdict::Marker if !drop_markers => w.add(&e)?,
-                        _ => {}
+                while let Some(first) = it.peek().copied() {
+                    let row = first.row;
+                    if !keep_row(row) {
+                        skip_row(&mut it, row)?;
+                        continue;
+                    }
+                    let mut ret = Retention::new(rules, now_ms);
+                    loop {
+                        let e = match it.peek() {
+                            Some(e) if e.row == row => *e,
+                            _ => break,
+                        };
+                        it.next()?;
+                        match ret.offer(&e) {
+                            Verdict::Keep => w.add(&e)?,
+                            Verdict::Marker if !drop_markers => w.add(&e)?,
+                            _ => {}
+                        }
                     }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         let entries_out = output.as_ref().map_or(0, |s| s.info.entries);
         Ok(CompactionOutput {
             inputs: self.inputs.iter().map(|s| s.id).collect(),
@@ -562,6 +580,7 @@ pub struct FlushTask {
     dir: PathBuf,
     id: u64,
     mem: Arc<Memtable>,
+    pace: Option<Pace>,
 }
 
 impl std::fmt::Debug for FlushTask {
@@ -592,13 +611,20 @@ impl FlushTask {
     /// A failure is reported by [`RegionStore::install_flush`], which poisons the store.
     pub fn run(self) -> FlushOutput {
         let mem = &self.mem;
-        let segment = write_segment(&*self.fs, &self.dir, self.id, mem.len() as u64, &mut |w| {
-            let mut it = mem.iter_all();
-            while let Some(e) = it.next_entry()? {
-                w.add(&e)?;
-            }
-            Ok(())
-        });
+        let segment = write_segment(
+            &*self.fs,
+            &self.dir,
+            self.id,
+            mem.len() as u64,
+            self.pace.clone(),
+            &mut |w| {
+                let mut it = mem.iter_all();
+                while let Some(e) = it.next_entry()? {
+                    w.add(&e)?;
+                }
+                Ok(())
+            },
+        );
         FlushOutput {
             mem: self.mem,
             segment,
@@ -618,6 +644,9 @@ pub struct RegionStore {
     rules: Rules,
     owns_row: Option<RowPredicate>,
     background_flush: bool,
+    background_write_rate: u64,
+    /// Tells the running background flush to stop pacing (see [`Pace`]).
+    flush_hurry: Arc<AtomicBool>,
     /// The memtable writes go to.
     memtable: Memtable,
     /// A full memtable being written to a segment by a [`FlushTask`]; read with `memtable`.
@@ -742,7 +771,7 @@ impl RegionStore {
                     let id = file_ids;
                     file_ids += 1;
                     let full = std::mem::take(&mut memtable).build();
-                    let seg = write_segment(&*fs, dir, id, full.len() as u64, &mut |w| {
+                    let seg = write_segment(&*fs, dir, id, full.len() as u64, None, &mut |w| {
                         let mut it = full.iter_all();
                         while let Some(e) = it.next_entry()? {
                             w.add(&e)?;
@@ -833,6 +862,8 @@ impl RegionStore {
             floors,
             owns_row: options.owns_row,
             background_flush: options.background_flush,
+            background_write_rate: options.background_write_rate,
+            flush_hurry: Arc::default(),
             memtable,
             frozen: None,
             segments,
@@ -1495,6 +1526,10 @@ impl RegionStore {
             return results;
         }
         self.stats.writes += applied;
+        if self.frozen.is_some() && self.memtable.bytes() > self.memtable_budget / 2 {
+            // The next memtable is filling up: the running flush must not dawdle.
+            self.flush_hurry.store(true, Ordering::Relaxed);
+        }
         let limit = if self.background_flush {
             // The owner flushes in the background; inline only if it has fallen far behind.
             self.memtable_budget.saturating_mul(2)
@@ -1638,11 +1673,13 @@ impl RegionStore {
         let mem = Arc::new(std::mem::take(&mut self.memtable));
         self.frozen = Some(mem.clone());
         self.unsynced_writes = 0;
+        self.flush_hurry = Arc::default();
         Ok(FlushTask {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             id,
             mem,
+            pace: self.pace(self.flush_hurry.clone()),
         })
     }
 
@@ -1709,6 +1746,14 @@ impl RegionStore {
         Ok(new_log)
     }
 
+    /// How a background segment write is paced, if at all.
+    fn pace(&self, hurry: Arc<AtomicBool>) -> Option<Pace> {
+        (self.background_flush && self.background_write_rate > 0).then_some(Pace {
+            bytes_per_sec: self.background_write_rate,
+            hurry,
+        })
+    }
+
     fn remove_retired_logs(&mut self) {
         for id in std::mem::take(&mut self.retired_logs) {
             let path = log_path(&self.dir, id);
@@ -1730,7 +1775,7 @@ impl RegionStore {
                 .map(|m| Box::new(m.iter_all()) as Box<dyn EntrySource<'_> + '_>)
                 .collect(),
         )?;
-        let seg = write_segment(&*self.fs, &self.dir, id, entries as u64, &mut |w| {
+        let seg = write_segment(&*self.fs, &self.dir, id, entries as u64, None, &mut |w| {
             // The same key in both memtables: the active one's entry (higher seq) comes first.
             let mut prev: Option<Entry<'_>> = None;
             while let Some(e) = it.next()? {
@@ -1768,7 +1813,9 @@ impl RegionStore {
             self.flush()?;
         }
         match self.compaction_task(major) {
-            Some(task) => {
+            Some(mut task) => {
+                // The caller waits for this one.
+                task.pace = None;
                 let out = task.run()?;
                 self.install_compaction(out)
             }
@@ -1808,6 +1855,8 @@ impl RegionStore {
             ids,
         };
         CompactionTask {
+            // Compactions are never urgent: always paced (when pacing is on).
+            pace: self.pace(Arc::default()),
             reservation,
             fs: self.fs.clone(),
             dir: self.dir.clone(),
@@ -1914,7 +1963,7 @@ impl RegionStore {
         let mut it = self.sources_from(None)?;
         let rows = self.memtable_totals().1 as u64
             + self.segments.iter().map(|s| s.info.entries).sum::<u64>();
-        let seg = write_segment(fs, dest_dir, 1, rows, &mut |w| {
+        let seg = write_segment(fs, dest_dir, 1, rows, None, &mut |w| {
             copy_raw(&mut it, rules, pred, w)
         })?;
         let families = if options.families.is_empty() {

@@ -20,7 +20,9 @@ use crate::fs::{FileBytes, FileSystem, WritableFile};
 use crate::key::{Entry, Kind};
 use crate::merge::EntrySource;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Target size of a data block.
 pub(crate) const BLOCK_SIZE: usize = 16 << 10;
@@ -33,6 +35,16 @@ const ENTRY_HEADER: usize = 31;
 const RESTART_INTERVAL: usize = 16;
 /// Write to the file in chunks of this size.
 const WRITE_CHUNK: usize = 1 << 20;
+/// Paces a background segment write (a flush or a compaction run by the region's owner) to at
+/// most `bytes_per_sec`, as RocksDB's rate limiter does: the write then takes the disk a little
+/// at a time instead of queueing the log's fsyncs behind tens of megabytes. Pacing stops once
+/// `hurry` is set (the store needs the flush finished: its next memtable is filling up).
+#[derive(Clone, Debug)]
+pub(crate) struct Pace {
+    pub bytes_per_sec: u64,
+    pub hurry: Arc<AtomicBool>,
+}
+
 /// Sync the file every this many bytes while writing it (RocksDB's `bytes_per_sync`): the
 /// kernel then writes a large segment back steadily instead of all at the final fsync, which
 /// would queue every log fsync made meanwhile behind tens of megabytes.
@@ -138,6 +150,9 @@ pub(crate) struct SegmentWriter {
     bloom: Bloom,
     /// Bytes written since the last sync.
     unsynced: u64,
+    /// Bytes written in all.
+    written: u64,
+    pace: Option<(Pace, Instant)>,
 }
 
 impl SegmentWriter {
@@ -154,6 +169,8 @@ impl SegmentWriter {
             file,
             path: path.to_path_buf(),
             unsynced: 0,
+            written: 0,
+            pace: None,
             out,
             block: Vec::with_capacity(BLOCK_SIZE * 2),
             last_row: Vec::new(),
@@ -180,6 +197,11 @@ impl SegmentWriter {
             self.end_block()?;
         }
         Ok(())
+    }
+
+    /// Pace the rest of this write (see [`Pace`]).
+    pub(crate) fn set_pace(&mut self, pace: Pace) {
+        self.pace = Some((pace, Instant::now()));
     }
 
     pub(crate) fn entries(&self) -> u64 {
@@ -213,10 +235,20 @@ impl SegmentWriter {
             .write_all(&self.out)
             .map_err(|e| Error::io(&self.path, e))?;
         self.unsynced += self.out.len() as u64;
+        self.written += self.out.len() as u64;
         self.out.clear();
         if self.unsynced >= SYNC_EVERY {
             self.file.sync().map_err(|e| Error::io(&self.path, e))?;
             self.unsynced = 0;
+        }
+        if let Some((pace, started)) = &self.pace {
+            if pace.bytes_per_sec > 0 && !pace.hurry.load(Ordering::Relaxed) {
+                let due = Duration::from_secs_f64(self.written as f64 / pace.bytes_per_sec as f64);
+                if let Some(ahead) = due.checked_sub(started.elapsed()) {
+                    // In short naps, so that `hurry` is seen soon.
+                    std::thread::sleep(ahead.min(Duration::from_millis(50)));
+                }
+            }
         }
         Ok(())
     }
@@ -783,6 +815,37 @@ mod tests {
         let next = it.skip_column(b"r1", b"f", Some(b"b")).unwrap().unwrap();
         assert_eq!((next.row, next.ts), (&b"r2"[..], 3));
         assert!(it.skip_column(b"r2", b"f", Some(b"a")).unwrap().is_none());
+    }
+
+    /// A ~3 MiB segment written at the given pace; returns how long the write took.
+    fn paced_write(bytes_per_sec: u64, hurry: bool) -> Duration {
+        let fs = SimFs::new();
+        let mut w = SegmentWriter::create(&fs, Path::new("/s/paced.seg"), 30_000).unwrap();
+        w.set_pace(Pace {
+            bytes_per_sec,
+            hurry: Arc::new(AtomicBool::new(hurry)),
+        });
+        let value = vec![3u8; 100];
+        let started = Instant::now();
+        for i in 0..30_000u32 {
+            let row = format!("row{i:08}").into_bytes();
+            w.add(&Entry {
+                row: &row,
+                value: &value,
+                ..put(b"", u64::from(i), b"")
+            })
+            .unwrap();
+        }
+        w.finish().unwrap();
+        started.elapsed()
+    }
+
+    #[test]
+    fn a_paced_background_write_takes_its_time_unless_hurried() {
+        // 3 MiB at 10 MiB/s: at least the 2 MiB written before the last chunk's pause, 0.2 s.
+        assert!(paced_write(10 << 20, false) >= Duration::from_millis(200));
+        // At 1 MiB/s it would take 3 s; hurried, it does not wait at all (wide margin).
+        assert!(paced_write(1 << 20, true) < Duration::from_millis(1500));
     }
 
     #[test]
