@@ -24,6 +24,11 @@
 //! ratio says what that costs.
 
 use fjall::{Database, KeyspaceCreateOptions, PersistMode};
+
+/// With `--features mimalloc`, both engines run on the `kura` server's allocator.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use kura_storage::model::*;
 use kura_storage::{Durability, RegionStore, StoreOptions};
 use rand::{rngs::StdRng, Rng, SeedableRng};
