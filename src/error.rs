@@ -78,7 +78,8 @@ fn actor_status(e: &ActorError) -> StatusCode {
         ActorError::NotACounter(_) => StatusCode::BAD_REQUEST,
         ActorError::Overloaded { .. }
         | ActorError::RegionUnavailable { .. }
-        | ActorError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        | ActorError::ShuttingDown
+        | ActorError::DataDirInUse(_) => StatusCode::SERVICE_UNAVAILABLE,
         ActorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -123,6 +123,31 @@ struct Inner {
     routes: Arc<RoutingTable>,
     router: Addr<RouterActor>,
     closing: AtomicBool,
+    /// The data directory's `LOCK` file, locked exclusively from `start` until `shutdown` (or
+    /// the process's end): two servers on one directory would each replay and append to the
+    /// same logs.
+    lock: parking_lot::Mutex<Option<std::fs::File>>,
+}
+
+/// Lock `dir/LOCK` (created if absent) exclusively, without waiting.
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| ActorError::Internal(format!("opening {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(ActorError::DataDirInUse(dir.display().to_string()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(ActorError::Internal(format!(
+            "locking {}: {e}",
+            path.display()
+        ))),
+    }
 }
 
 /// How long a request keeps re-routing after a region disowned its bucket (a split publishes
@@ -167,6 +192,8 @@ impl Kura {
         std::fs::create_dir_all(dir.join(crate::catalog::REGIONS_DIR)).map_err(|e| {
             ActorError::Internal(format!("creating data directory {}: {e}", dir.display()))
         })?;
+        // Before anything in the directory is read or changed.
+        let lock = lock_data_dir(&dir)?;
         let catalog = Catalog::load(&dir)?;
         router::remove_orphans(&dir, &catalog)?;
         let threads = match config.arbiters {
@@ -201,6 +228,7 @@ impl Kura {
                 routes,
                 router,
                 closing: AtomicBool::new(false),
+                lock: parking_lot::Mutex::new(Some(lock)),
             }),
         })
     }
@@ -209,11 +237,17 @@ impl Kura {
     /// requests answer `ShuttingDown`. Idempotent.
     pub async fn shutdown(&self) -> Result<()> {
         self.inner.closing.store(true, Ordering::SeqCst);
-        self.inner
+        let closed = self
+            .inner
             .router
             .send(router::CloseAll)
             .await
-            .map_err(router_gone)?
+            .map_err(router_gone)?;
+        if closed.is_ok() {
+            // Every region is closed: another server may open the directory now.
+            self.inner.lock.lock().take();
+        }
+        closed
     }
 
     /// The configuration the topology was started with.

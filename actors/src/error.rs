@@ -32,6 +32,12 @@ pub enum ActorError {
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
+    /// Another process (or another `Kura` in this one) has the data directory open.
+    #[error(
+        "data directory {0} is in use by another Kura server (it holds the lock on {0}/LOCK); \
+         stop that server or choose another --data-dir"
+    )]
+    DataDirInUse(String),
     /// A broken invariant (a bug).
     #[error("internal error: {0}")]
     Internal(String),

@@ -152,3 +152,8 @@ pub(crate) struct AutoSplit {
     pub table: String,
     pub region: u64,
 }
+
+/// From the router to a region: the split it asked for failed; it may ask again later.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct AutoSplitFailed;

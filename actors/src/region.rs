@@ -32,6 +32,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a region waits before asking again for a split that failed.
+const SPLIT_RETRY: Duration = Duration::from_secs(30);
+
 /// Segments after which a region starts a minor compaction by itself.
 const COMPACT_AT_SEGMENTS: u64 = 6;
 
@@ -100,6 +103,8 @@ pub struct RegionActor {
     router: Recipient<AutoSplit>,
     /// An automatic split was requested and the compaction that follows it has not finished.
     split_requested: bool,
+    /// After a failed automatic split: not before this instant may the region ask again.
+    split_retry_at: Option<std::time::Instant>,
     /// A split narrowed the region and no major compaction has yet dropped the moved rows.
     split_cleanup_due: bool,
     compacting: bool,
@@ -126,6 +131,7 @@ impl RegionActor {
                 commit_scheduled: false,
                 router: spec.router,
                 split_requested: false,
+                split_retry_at: None,
                 split_cleanup_due: false,
                 compacting: false,
             };
@@ -325,6 +331,12 @@ impl RegionActor {
         if self.split_requested || self.compacting || self.range.1 - self.range.0 < 2 {
             return;
         }
+        if self
+            .split_retry_at
+            .is_some_and(|t| std::time::Instant::now() < t)
+        {
+            return;
+        }
         let Some(store) = self.store.as_ref() else {
             return;
         };
@@ -502,6 +514,15 @@ impl Handler<Write> for RegionActor {
             self.commit_scheduled = true;
             ctx.notify(Commit);
         }
+    }
+}
+
+impl Handler<AutoSplitFailed> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: AutoSplitFailed, _: &mut Context<Self>) {
+        self.split_requested = false;
+        self.split_retry_at = Some(std::time::Instant::now() + SPLIT_RETRY);
     }
 }
 

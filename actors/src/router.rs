@@ -531,7 +531,16 @@ impl Handler<AutoSplit> for RouterActor {
                 let mut l = layout.lock().await;
                 if let Err(e) = l.split(&msg.table, msg.region, None).await {
                     tracing::warn!(table = %msg.table, region = msg.region, error = %e,
-                        "automatic split failed");
+                        "automatic split failed; the region will ask again later");
+                    let region = l.routes.get(&msg.table).and_then(|t| {
+                        t.regions
+                            .iter()
+                            .find(|r| r.id() == msg.region)
+                            .map(|r| r.handle.addr.clone())
+                    });
+                    if let Some(addr) = region {
+                        addr.do_send(messages::AutoSplitFailed);
+                    }
                 }
             }
             .into_actor(self),

@@ -188,3 +188,35 @@ async fn alter_table_adds_and_replaces_families() {
         .is_some());
     kura.shutdown().await.expect("shutdown");
 }
+
+#[actix_rt::test]
+async fn a_second_server_on_the_same_data_dir_is_refused_until_the_first_shuts_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = Kura::start(config(dir.path())).await.expect("start");
+    first
+        .create_table(table("t", 256, 2))
+        .await
+        .expect("create");
+    first.mutate("t", put(b"r", b"v")).await.expect("put");
+    match Kura::start(config(dir.path())).await {
+        Err(ActorError::DataDirInUse(d)) => assert_eq!(d, dir.path().display().to_string()),
+        Err(e) => panic!("expected DataDirInUse, got {e}"),
+        Ok(_) => panic!("two servers opened one data directory"),
+    }
+    // The refused start changed nothing: the first server still serves.
+    let row = first
+        .get("t", b"r", &ReadSpec::default())
+        .await
+        .expect("get");
+    assert!(row.is_some());
+    first.shutdown().await.expect("shutdown");
+    let second = Kura::start(config(dir.path()))
+        .await
+        .expect("start after shutdown");
+    assert!(second
+        .get("t", b"r", &ReadSpec::default())
+        .await
+        .expect("get")
+        .is_some());
+    second.shutdown().await.expect("shutdown");
+}

@@ -64,6 +64,7 @@ impl AppError {
                 ActorError::Overloaded { .. } => "overloaded",
                 ActorError::RegionUnavailable { .. } => "unavailable",
                 ActorError::ShuttingDown => "shutting_down",
+                ActorError::DataDirInUse(_) => "data_dir_in_use",
                 ActorError::Internal(_) => "internal",
                 // `ActorError` is `#[non_exhaustive]`: a variant added later is a server error
                 // until it is mapped here.
@@ -90,7 +91,8 @@ impl ResponseError for AppError {
                 }
                 ActorError::Overloaded { .. }
                 | ActorError::RegionUnavailable { .. }
-                | ActorError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+                | ActorError::ShuttingDown
+                | ActorError::DataDirInUse(_) => StatusCode::SERVICE_UNAVAILABLE,
                 // The application's own table is missing or has the wrong families: ours.
                 ActorError::TableNotFound(_)
                 | ActorError::TableExists(_)

@@ -65,6 +65,7 @@ impl From<ActorError> for AdminError {
                 (StatusCode::SERVICE_UNAVAILABLE, "region_unavailable")
             }
             ActorError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            ActorError::DataDirInUse(_) => (StatusCode::SERVICE_UNAVAILABLE, "data_dir_in_use"),
             ActorError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
