@@ -9,7 +9,8 @@
 //! refused until the store is reopened (and recovered from what is on disk).
 //!
 //! # Read path
-//! A k-way merge of the memtable and the segments, positioned at the first row wanted, feeds
+//! A k-way merge of the memtable (and the frozen one, during a background flush) and the
+//! segments, positioned at the first row wanted, feeds
 //! the visibility rules (`resolve::Retention`) one row at a time; nothing beyond one row is materialized.
 //! Reversed scans find each previous row by asking every source for its greatest row below the
 //! current one, then read that row forward.
@@ -25,9 +26,14 @@
 //!    next server timestamp is at least `t + 1`, so "delete then put" within one millisecond
 //!    leaves the put visible.
 //! 3. Flush order: segment written, fsynced, renamed, dir fsynced; new log created and
-//!    fsynced; manifest replaced; only then the old log is deleted.
+//!    fsynced; manifest replaced; only then the old log is deleted. A background flush does the
+//!    same in two halves: *freeze* (log synced, new log created, memtable frozen) before writes
+//!    go on, *install* (manifest replaced, old logs deleted) after its segment is durable. The
+//!    manifest's `log_number` (`log_floor`) only ever names a log whose records, and every later
+//!    log's, are not all in segments: every log from it up is replayed.
 //! 4. A poisoned store answers `Error::Poisoned` to everything.
-//! 5. Memory is bounded by the memtable budget (enforced after each batch and during replay):
+//! 5. Memory is bounded by the memtable budget, twice that during a background flush (enforced
+//!    after each batch and during replay):
 //!    segments are mapped, and per segment only its block index, row filter and the restart
 //!    points of blocks in use live on the heap.
 //! 6. After each flush a size-tiered minor compaction keeps the number of segments (and so the
