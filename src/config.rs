@@ -79,6 +79,12 @@ pub struct Config {
     #[arg(long, env = "KURA_BACKGROUND_WRITE_MB", default_value_t = 32)]
     pub background_write_mb: u64,
 
+    /// How long a region remembers an `Idempotency-Key` (increment, append, check-and-mutate):
+    /// a retry within this many seconds returns the first answer (at most 1 day).
+    #[arg(long, env = "KURA_IDEMPOTENCY_WINDOW_SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idempotency_window_secs: u64,
+
     /// Split a region once its data exceeds this many MiB (0 = never split automatically).
     #[arg(long, env = "KURA_SPLIT_THRESHOLD_MB", default_value_t = 1024)]
     pub split_threshold_mb: u64,
@@ -212,6 +218,7 @@ impl Config {
         };
         k.memtable_budget = self.memtable_mb.max(1) << 20;
         k.background_write_rate = self.background_write_mb << 20;
+        k.idempotency_window = Duration::from_secs(self.idempotency_window_secs);
         k.split_threshold = match self.split_threshold_mb {
             0 => None,
             mb => Some(mb << 20),
@@ -277,6 +284,26 @@ mod tests {
                 .split_threshold,
             None
         );
+    }
+
+    #[test]
+    fn idempotency_window_is_set_in_seconds_and_bounded() {
+        assert_eq!(
+            parse(&[]).kura_config().idempotency_window,
+            Duration::from_secs(600)
+        );
+        assert_eq!(
+            parse(&["--idempotency-window-secs", "30"])
+                .kura_config()
+                .idempotency_window,
+            Duration::from_secs(30)
+        );
+        for bad in ["0", "86401", "ten"] {
+            assert!(
+                Config::try_parse_from(["kura", "--idempotency-window-secs", bad]).is_err(),
+                "{bad} is refused"
+            );
+        }
     }
 
     #[test]

@@ -161,3 +161,24 @@ async fn keys_survive_a_restart() {
     assert_eq!(counter(&c).await, 7);
     kura.shutdown().await.unwrap();
 }
+
+#[actix_web::test]
+async fn a_retry_after_the_configured_window_is_applied_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = KuraConfig::new(dir.path());
+    config.arbiters = 1;
+    config.split_threshold = None;
+    config.idempotency_window = std::time::Duration::from_secs(1);
+    let kura = Kura::start(config).await.unwrap();
+    let c = client_over(&kura, Limits::default()).await;
+    c.create_table("t", &["cf"], 1).await;
+    let uri = "/t/r?check=increment&rr=true";
+    assert_eq!(keyed(&c, uri, "k", &amount(3)).await.status, 200);
+    assert_eq!(keyed(&c, uri, "k", &amount(3)).await.status, 200);
+    assert_eq!(counter(&c).await, 3, "within the window: applied once");
+    // Past the window the key is forgotten: the same request is a new one.
+    actix_web::rt::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(keyed(&c, uri, "k", &amount(3)).await.status, 200);
+    assert_eq!(counter(&c).await, 6, "after the window: applied again");
+    kura.shutdown().await.unwrap();
+}

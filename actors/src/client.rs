@@ -33,6 +33,8 @@ pub struct KuraConfig {
     /// Pace background flushes and compactions to this many bytes per second per region, so
     /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
     pub background_write_rate: u64,
+    /// How long a region remembers an idempotency key (see `kura_storage::IdempotencyOptions`).
+    pub idempotency_window: Duration,
     /// Split a region automatically once its data exceeds this many bytes; `None` = never.
     pub split_threshold: Option<u64>,
     /// Region mailbox capacity (requests waiting); a full mailbox answers `Overloaded`.
@@ -52,6 +54,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
             .field("background_write_rate", &self.background_write_rate)
+            .field("idempotency_window", &self.idempotency_window)
             .field("split_threshold", &self.split_threshold)
             .field("mailbox_capacity", &self.mailbox_capacity)
             .field("file_system", &self.file_system.as_ref().map(|_| "custom"))
@@ -70,6 +73,7 @@ impl KuraConfig {
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
             background_write_rate: 32 << 20,
+            idempotency_window: Duration::from_secs(600),
             split_threshold: Some(1 << 30),
             mailbox_capacity: 1024,
             file_system: None,
@@ -209,6 +213,7 @@ impl Kura {
             recovery: config.recovery,
             memtable_budget: config.memtable_budget,
             background_write_rate: config.background_write_rate,
+            idempotency_window: config.idempotency_window,
             split_threshold: config.split_threshold,
             mailbox_capacity: config.mailbox_capacity,
             file_system: config.file_system.clone(),

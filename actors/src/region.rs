@@ -45,6 +45,7 @@ pub(crate) struct RegionSettings {
     pub recovery: RecoveryMode,
     pub memtable_budget: usize,
     pub background_write_rate: u64,
+    pub idempotency_window: Duration,
     pub split_threshold: Option<u64>,
     pub mailbox_capacity: usize,
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
@@ -160,7 +161,7 @@ impl RegionActor {
             None => RegionStore::open(&self.dir, options),
         };
         match opened {
-            Ok((store, report)) => {
+            Ok((mut store, report)) => {
                 if report.truncated_at.is_some() {
                     tracing::warn!(
                         region = self.id,
@@ -179,6 +180,10 @@ impl RegionActor {
                     self.split_requested = true;
                     self.split_cleanup_due = true;
                 }
+                store.set_idempotency_options(kura_storage::IdempotencyOptions {
+                    window: self.settings.idempotency_window,
+                    ..Default::default()
+                });
                 self.store = Some(store);
             }
             Err(e) => self.fail(format!("opening the store: {e}")),
