@@ -26,21 +26,13 @@ fn power_cut_after_every_step_keeps_every_acknowledged_write() {
                 }
             }
             drop(s);
-            fs.power_cut(torn);
-            let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
-            for (i, row) in acked.iter().enumerate() {
-                let got = s
-                    .get(row.as_bytes(), &read(1))
-                    .unwrap()
-                    .expect("acknowledged row");
-                assert_eq!(got.cells[0].value, format!("v{i}").into_bytes());
-            }
-            // And the store keeps working after the cut.
-            mutate(&mut s, "after", vec![put("one", "q", Some(1), "x")]);
-            drop(s);
-            fs.power_cut(None);
-            let (s, _) = open_sim(&fs, opts).unwrap();
-            assert!(s.get(b"after", &read(1)).unwrap().is_some());
+            cut_and_check(
+                &fs,
+                opts,
+                torn,
+                &acked,
+                &format!("{steps} steps, torn {torn:?}"),
+            );
         }
     }
 }
@@ -77,20 +69,13 @@ fn power_cut_during_background_flushes_keeps_every_acknowledged_write() {
                 }
             }
             drop((s, task, out));
-            fs.power_cut(torn);
-            let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
-            for (i, row) in acked.iter().enumerate() {
-                let got = s
-                    .get(row.as_bytes(), &read(1))
-                    .unwrap()
-                    .unwrap_or_else(|| panic!("{steps} steps, torn {torn:?}: {row} lost"));
-                assert_eq!(got.cells[0].value, format!("v{i}").into_bytes());
-            }
-            mutate(&mut s, "after", vec![put("one", "q", Some(1), "x")]);
-            drop(s);
-            fs.power_cut(None);
-            let (s, _) = open_sim(&fs, opts).unwrap();
-            assert!(s.get(b"after", &read(1)).unwrap().is_some());
+            let s = cut_and_check(
+                &fs,
+                opts,
+                torn,
+                &acked,
+                &format!("{steps} steps, torn {torn:?}"),
+            );
             assert_eq!(
                 s.stats().segments as usize,
                 fs_segments(&fs),
@@ -98,6 +83,33 @@ fn power_cut_during_background_flushes_keeps_every_acknowledged_write() {
             );
         }
     }
+}
+
+/// Cut the power (keeping a torn last write of `torn` bytes), reopen: every acknowledged row
+/// `r<i>` holds `v<i>`; the store then takes a write that survives a second cut. Returns the
+/// store as reopened after that second cut.
+fn cut_and_check(
+    fs: &SimFs,
+    opts: StoreOptions,
+    torn: Option<usize>,
+    acked: &[String],
+    what: &str,
+) -> RegionStore {
+    fs.power_cut(torn);
+    let (mut s, _) = open_sim(fs, opts.clone()).unwrap();
+    for (i, row) in acked.iter().enumerate() {
+        let got = s
+            .get(row.as_bytes(), &read(1))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: acknowledged {row} lost"));
+        assert_eq!(got.cells[0].value, format!("v{i}").into_bytes(), "{what}");
+    }
+    mutate(&mut s, "after", vec![put("one", "q", Some(1), "x")]);
+    drop(s);
+    fs.power_cut(None);
+    let (s, _) = open_sim(fs, opts).unwrap();
+    assert!(s.get(b"after", &read(1)).unwrap().is_some(), "{what}");
+    s
 }
 
 /// Segment files in the store's directory.
