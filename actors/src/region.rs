@@ -151,6 +151,8 @@ impl RegionActor {
             // The actor flushes on a blocking thread (`maybe_flush`): writes never wait for it.
             background_flush: true,
             background_write_rate: self.settings.background_write_rate,
+            // A large log (a crash after heavy writing) decodes on every core.
+            replay_threads: 0,
         }
     }
 

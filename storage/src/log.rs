@@ -257,20 +257,56 @@ fn valid_frame_within(rest: &[u8]) -> bool {
     })
 }
 
-/// Replay the valid prefix of a log, calling `apply` for every record in order. With
-/// `classify`, damage is classified as torn tail or not (this scans the rest of the file).
+/// Replay the valid prefix of a log. Records are folded, in log order, into chunk accumulators
+/// (`fold`, which may run on worker threads), and each chunk is handed to `apply` on the
+/// calling thread, in log order, before the next one: the effect is that of folding every
+/// record into `apply`'s state one after the other. A chunk holds at most `max_chunk` bytes of
+/// frames, or one frame if that is larger, so that the caller can bound what a chunk brings
+/// (at most [`CHUNKS_IN_FLIGHT`] decoded chunks wait for `apply`). `threads` > 1 decodes the
+/// chunks of a log over [`PARALLEL_MIN`] on that many scoped threads. With `classify`, damage
+/// is classified as torn tail or not (this scans the rest of the file).
 ///
 /// The file is read through [`FileSystem::map`] and records are decoded in place (their byte
-/// fields borrow from the map), so replay copies each value once, into the memtable. The map is
-/// dropped before this returns: the caller may then truncate the file.
-pub(crate) fn replay(
+/// fields borrow from the map), so replay copies each value once, into the accumulator. The map
+/// is dropped before this returns: the caller may then truncate the file.
+pub(crate) fn replay<T: Default + Send>(
     fs: &dyn FileSystem,
     path: &Path,
     classify: bool,
-    apply: &mut dyn FnMut(LogRecordRef<'_>) -> Result<()>,
+    threads: usize,
+    max_chunk: usize,
+    fold: &(dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync),
+    apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let map = fs.map(path).map_err(|e| Error::io(path, e))?;
     let bytes = map.bytes();
+    let threads = if bytes.len() < PARALLEL_MIN {
+        1
+    } else {
+        threads.max(1)
+    };
+    // Chunks small enough to spread over the threads, large enough that handing one over costs
+    // nothing next to decoding it.
+    let chunk = (bytes.len() / (4 * threads)).max(MIN_CHUNK).min(max_chunk);
+    replay_bytes(bytes, classify, threads, chunk, fold, apply)
+}
+
+/// Logs shorter than this replay on the calling thread.
+const PARALLEL_MIN: usize = 1 << 20;
+/// Smallest chunk of frames decoded as one unit by [`replay`] (unless `max_chunk` is smaller).
+const MIN_CHUNK: usize = 64 << 10;
+/// Chunks decoded but not yet applied, at most.
+pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// [`replay`] over the bytes of a log, in chunks of about `chunk` bytes.
+fn replay_bytes<T: Default + Send>(
+    bytes: &[u8],
+    classify: bool,
+    threads: usize,
+    chunk: usize,
+    fold: &(dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync),
+    apply: &mut dyn FnMut(T) -> Result<()>,
+) -> Result<ReplayOutcome> {
     let file_len = bytes.len() as u64;
     let mut out = ReplayOutcome {
         valid_len: 0,
@@ -296,8 +332,202 @@ pub(crate) fn replay(
         return Ok(out);
     }
     out.version = bytes[7];
-    let mut at = LOG_HEADER_LEN as usize;
-    while at < bytes.len() {
+    let version = out.version;
+    let mut chunks = Chunks {
+        bytes,
+        at: LOG_HEADER_LEN as usize,
+        target: chunk.max(1),
+    };
+    let walk_chunk = |(from, to): (usize, usize)| {
+        let mut acc = T::default();
+        walk(bytes, from, to, version, classify, &mut acc, fold).map(|w| (acc, w))
+    };
+    // `end`: where the frames' lengths stop adding up (the file's end when all is well).
+    let end = if threads <= 1 || bytes.len() < 2 * chunk {
+        for range in &mut chunks {
+            let (acc, w) = walk_chunk(range)?;
+            out.records += w.records;
+            apply(acc)?;
+            if w.damage.is_some() {
+                out.damage = w.damage;
+                out.valid_len = w.at as u64;
+                return Ok(out);
+            }
+        }
+        chunks.at
+    } else {
+        match replay_parallel(chunks, threads, &walk_chunk, apply, &mut out.records)? {
+            Ok(end) => end,
+            Err((at, damage)) => {
+                out.damage = Some(damage);
+                out.valid_len = at as u64;
+                return Ok(out);
+            }
+        }
+    };
+    // What stopped the chunking (if anything) is damage: walk classifies it.
+    let mut acc = T::default();
+    let w = walk(bytes, end, bytes.len(), version, classify, &mut acc, fold)?;
+    debug_assert_eq!(
+        w.records, 0,
+        "the chunks ended at a frame that does not fit"
+    );
+    out.damage = w.damage;
+    out.valid_len = w.at as u64;
+    Ok(out)
+}
+
+/// Decoded chunks, or the first damage one of them found.
+type ChunkResult<T> = Result<(T, Walked)>;
+
+/// Decode `chunks` on `threads` scoped threads while a walker thread cuts them; apply them in
+/// order on this thread. `Ok(Ok(end))`: every chunk was whole, the chunking stopped at `end`;
+/// `Ok(Err((at, damage)))`: a chunk found damage at `at` (its records before `at` applied).
+fn replay_parallel<T: Send>(
+    chunks: Chunks<'_>,
+    threads: usize,
+    walk_chunk: &(dyn Fn((usize, usize)) -> ChunkResult<T> + Sync),
+    apply: &mut dyn FnMut(T) -> Result<()>,
+    records: &mut u64,
+) -> Result<std::result::Result<usize, (usize, Damage)>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::{channel, sync_channel};
+    use std::sync::Mutex;
+    enum Msg<T> {
+        Chunk(usize, ChunkResult<T>),
+        /// The walker cut `chunks` chunks and stopped at offset `end`.
+        End {
+            chunks: usize,
+            end: usize,
+        },
+    }
+    let stop = AtomicBool::new(false);
+    let (job_tx, job_rx) = sync_channel::<(usize, (usize, usize))>(threads);
+    let job_rx = Mutex::new(job_rx);
+    std::thread::scope(|s| {
+        // A semaphore: the walker takes a permit per chunk, this thread returns it once the
+        // chunk is applied, so at most CHUNKS_IN_FLIGHT decoded chunks wait in memory.
+        let (permit_tx, permit_rx) = sync_channel::<()>(CHUNKS_IN_FLIGHT);
+        let (done_tx, done_rx) = channel::<Msg<T>>();
+        let walker_done = done_tx.clone();
+        s.spawn(move || {
+            let mut chunks = chunks;
+            let mut n = 0;
+            for range in chunks.by_ref() {
+                if permit_tx.send(()).is_err() || job_tx.send((n, range)).is_err() {
+                    return;
+                }
+                n += 1;
+            }
+            let _ = walker_done.send(Msg::End {
+                chunks: n,
+                end: chunks.at,
+            });
+        });
+        for _ in 0..threads {
+            let (job_rx, done_tx, stop) = (&job_rx, done_tx.clone(), &stop);
+            s.spawn(move || loop {
+                // Keep draining after a stop so that the walker never blocks on a full queue.
+                let job = job_rx
+                    .lock()
+                    .map_err(|_| ())
+                    .and_then(|rx| rx.recv().map_err(|_| ()));
+                let Ok((i, range)) = job else { return };
+                if !stop.load(Ordering::Relaxed) {
+                    let _ = done_tx.send(Msg::Chunk(i, walk_chunk(range)));
+                }
+            });
+        }
+        drop(done_tx);
+        let result = (|| {
+            let mut waiting = std::collections::BTreeMap::new();
+            let (mut next, mut end) = (0, None);
+            loop {
+                if let Some(r) = waiting.remove(&next) {
+                    let (acc, w): (T, Walked) = r?;
+                    let _ = permit_rx.recv();
+                    *records += w.records;
+                    apply(acc)?;
+                    if let Some(d) = w.damage {
+                        return Ok(Err((w.at, d)));
+                    }
+                    next += 1;
+                    continue;
+                }
+                match end {
+                    Some((n, at)) if n == next => return Ok(Ok(at)),
+                    _ => {}
+                }
+                match done_rx.recv() {
+                    Ok(Msg::Chunk(i, r)) => {
+                        waiting.insert(i, r);
+                    }
+                    Ok(Msg::End { chunks, end: at }) => end = Some((chunks, at)),
+                    Err(_) => {
+                        return Err(Error::Codec("log replay: a decoding thread stopped".into()))
+                    }
+                }
+            }
+        })();
+        stop.store(true, Ordering::Relaxed);
+        // Dropping the receivers ends the walker, which ends the workers.
+        drop(permit_rx);
+        drop(done_rx);
+        result
+    })
+}
+
+/// Cuts a log's frames into runs of about `target` bytes by their length fields alone (no CRC,
+/// no decoding); stops where a frame's length does not fit (`at` is then that frame).
+struct Chunks<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    target: usize,
+}
+
+impl Iterator for Chunks<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        let start = self.at;
+        while self.at < self.bytes.len() && self.at - start < self.target {
+            let rest = &self.bytes[self.at..];
+            if rest.len() < FRAME_HEADER {
+                break;
+            }
+            let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            if len == 0 || len > MAX_FRAME || FRAME_HEADER + len > rest.len() {
+                break;
+            }
+            self.at += FRAME_HEADER + len;
+        }
+        (self.at > start).then_some((start, self.at))
+    }
+}
+
+/// What walking a run of frames found.
+struct Walked {
+    /// Where the walk stopped: `to`, or the first bad frame.
+    at: usize,
+    records: u64,
+    damage: Option<Damage>,
+}
+
+/// Check and decode the frames of `bytes[from..to]` (`from` at a frame boundary) into `acc`,
+/// stopping at the first bad frame (invariants 3 and 4; the checks look at the whole file
+/// after it).
+fn walk<T>(
+    bytes: &[u8],
+    from: usize,
+    to: usize,
+    version: u8,
+    classify: bool,
+    acc: &mut T,
+    fold: &(dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync),
+) -> Result<Walked> {
+    let mut at = from;
+    let mut records = 0;
+    while at < to {
         let offset = at as u64;
         let rest = &bytes[at..];
         let damage = |reason: &str, tail: bool| Damage {
@@ -305,9 +535,13 @@ pub(crate) fn replay(
             reason: reason.into(),
             tail,
         };
+        let bad = |d: Damage| Walked {
+            at,
+            records,
+            damage: Some(d),
+        };
         if rest.len() < FRAME_HEADER {
-            out.damage = Some(damage("incomplete frame header", true));
-            break;
+            return Ok(bad(damage("incomplete frame header", true)));
         }
         let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
@@ -324,32 +558,27 @@ pub(crate) fn replay(
                 let all_zero = rest.iter().all(|b| *b == 0);
                 tail = (tail || all_zero) && !valid_frame_within(&rest[1..]);
             }
-            out.damage = Some(damage(reason, tail));
-            break;
+            return Ok(bad(damage(reason, tail)));
         }
         let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
         if crc32fast::hash(payload) != crc {
             let ends_file = FRAME_HEADER + len == rest.len();
             let tail = ends_file || (classify && !valid_frame_within(&rest[1..]));
-            out.damage = Some(damage("frame checksum mismatch", tail));
-            break;
+            return Ok(bad(damage("frame checksum mismatch", tail)));
         }
-        let rec: LogRecordRef<'_> = match decode_record(out.version, payload) {
+        let rec: LogRecordRef<'_> = match decode_record(version, payload) {
             Ok(rec) => rec,
-            Err(e) => {
-                out.damage = Some(damage(&format!("undecodable record: {e}"), false));
-                break;
-            }
+            Err(e) => return Ok(bad(damage(&format!("undecodable record: {e}"), false))),
         };
-        apply(rec)?;
-        out.records += 1;
+        fold(acc, rec)?;
+        records += 1;
         at += FRAME_HEADER + len;
     }
-    out.valid_len = match &out.damage {
-        Some(d) => d.offset,
-        None => at as u64,
-    };
-    Ok(out)
+    Ok(Walked {
+        at,
+        records,
+        damage: None,
+    })
 }
 
 #[cfg(test)]
@@ -382,30 +611,83 @@ mod tests {
         w.sync().unwrap();
     }
 
-    fn replay_all(fs: &SimFs, path: &Path) -> (ReplayOutcome, Vec<LogRecord>) {
+    fn owned(r: LogRecordRef<'_>) -> LogRecord {
+        LogRecord {
+            seq: r.seq,
+            clock: r.clock,
+            row: r.row.to_vec(),
+            cells: r
+                .cells
+                .iter()
+                .map(|c| LogCell {
+                    family: c.family.to_vec(),
+                    qualifier: c.qualifier.map(<[u8]>::to_vec),
+                    ts: c.ts,
+                    kind: c.kind,
+                    value: c.value.to_vec(),
+                })
+                .collect(),
+            idem: r.idem,
+        }
+    }
+
+    fn fold_owned(acc: &mut Vec<LogRecord>, r: LogRecordRef<'_>) -> Result<()> {
+        acc.push(owned(r));
+        Ok(())
+    }
+
+    /// Replay `bytes` with `threads` decoding chunks of `chunk` bytes; the records in the
+    /// order `apply` saw them.
+    fn replay_with(bytes: &[u8], threads: usize, chunk: usize) -> (ReplayOutcome, Vec<LogRecord>) {
         let mut got = Vec::new();
-        let out = replay(fs, path, true, &mut |r| {
-            got.push(LogRecord {
-                seq: r.seq,
-                clock: r.clock,
-                row: r.row.to_vec(),
-                cells: r
-                    .cells
-                    .iter()
-                    .map(|c| LogCell {
-                        family: c.family.to_vec(),
-                        qualifier: c.qualifier.map(<[u8]>::to_vec),
-                        ts: c.ts,
-                        kind: c.kind,
-                        value: c.value.to_vec(),
-                    })
-                    .collect(),
-                idem: r.idem,
-            });
+        let out = replay_bytes(bytes, true, threads, chunk, &fold_owned, &mut |c| {
+            got.extend(c);
             Ok(())
         })
         .unwrap();
         (out, got)
+    }
+
+    fn replay_all(fs: &SimFs, path: &Path) -> (ReplayOutcome, Vec<LogRecord>) {
+        let mut got = Vec::new();
+        let out = replay(fs, path, true, 1, usize::MAX, &fold_owned, &mut |c| {
+            got.extend(c);
+            Ok(())
+        })
+        .unwrap();
+        (out, got)
+    }
+
+    #[test]
+    fn replay_on_threads_finds_what_one_thread_finds_whatever_the_damage() {
+        let fs = SimFs::new();
+        let path = Path::new("/l/1.klog");
+        write_log(&fs, path, 40);
+        let good = fs.read_file(path).unwrap();
+        let check = |bytes: &[u8], what: &str| {
+            let one = replay_with(bytes, 1, usize::MAX);
+            for (threads, chunk) in [(2, 1), (3, 45), (2, 200)] {
+                assert_eq!(
+                    replay_with(bytes, threads, chunk),
+                    one,
+                    "{what}, {threads} threads, {chunk}-byte chunks"
+                );
+            }
+            one
+        };
+        assert_eq!(check(&good, "whole log").1.len(), 40);
+        for cut in (0..good.len()).step_by(3) {
+            check(&good[..cut], &format!("cut at {cut}"));
+        }
+        for bit in (0..good.len() * 8).step_by(5) {
+            let mut bad = good.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            check(&bad, &format!("bit {bit} flipped"));
+        }
+        let mut zeroed = good.clone();
+        zeroed[300..340].fill(0);
+        let (out, got) = check(&zeroed, "zeroed range");
+        assert!(out.damage.is_some() && got.len() < 40);
     }
 
     #[test]

@@ -45,24 +45,38 @@ impl InsertEntry for Memtable {
 
 /// Collects the entries of a memtable built in one go (log replay): appending to a vector and
 /// sorting once costs a fraction of inserting each entry into the tree (a log's keys mostly
-/// arrive in runs, which the sort merges in linear time).
+/// arrive in runs, which the sort merges in linear time). Replay fills one builder per chunk of
+/// the log, possibly on several threads, and [`MemtableBuilder::absorb`]s them in log order.
 #[derive(Debug, Default)]
 pub(crate) struct MemtableBuilder {
-    entries: Vec<(MemKey, MemValue)>,
+    /// Entries in arrival order, in the runs absorbed builders brought.
+    runs: Vec<Vec<(MemKey, MemValue)>>,
     /// An upper bound of the built memtable's `bytes` (duplicates are counted).
     bytes: usize,
+    first_seq: Option<u64>,
+    max_seq: u64,
+    /// Some entry arrived with a lower seq than one before it (a log replays in seq order, so
+    /// this is not expected; `build` then orders identical keys by seq itself).
+    out_of_order: bool,
 }
 
 impl InsertEntry for MemtableBuilder {
     fn insert(&mut self, key: MemKey, seq: u64, value: Vec<u8>) {
         self.bytes += key.heap_bytes() + value.len() + ENTRY_OVERHEAD;
-        self.entries.push((
+        self.out_of_order |= seq < self.max_seq;
+        self.first_seq.get_or_insert(seq);
+        self.max_seq = self.max_seq.max(seq);
+        let entry = (
             key,
             MemValue {
                 seq,
                 value: value.into_boxed_slice(),
             },
-        ));
+        );
+        match self.runs.last_mut() {
+            Some(run) => run.push(entry),
+            None => self.runs.push(vec![entry]),
+        }
     }
 }
 
@@ -71,31 +85,40 @@ impl MemtableBuilder {
         self.bytes
     }
 
+    /// Take `later`'s entries as if inserted after this builder's (no entry is copied).
+    pub(crate) fn absorb(&mut self, later: MemtableBuilder) {
+        let Some(first) = later.first_seq else {
+            return;
+        };
+        self.out_of_order |= later.out_of_order || first < self.max_seq;
+        self.first_seq.get_or_insert(first);
+        self.max_seq = self.max_seq.max(later.max_seq);
+        self.bytes += later.bytes;
+        self.runs.extend(later.runs);
+    }
+
     /// The memtable holding, for each key, the entry [`InsertEntry::insert`] would have kept.
-    pub(crate) fn build(mut self) -> Memtable {
-        // Stable: identical keys stay in arrival order.
-        self.entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut kept: Vec<(MemKey, MemValue)> = Vec::with_capacity(self.entries.len());
-        for (key, value) in self.entries {
-            match kept.last_mut() {
-                Some(last) if last.0 == key => {
-                    if value.seq >= last.1.seq {
-                        last.1 = value;
-                    }
-                }
-                _ => kept.push((key, value)),
-            }
-        }
-        let bytes = kept
+    pub(crate) fn build(self) -> Memtable {
+        let all = self.runs.into_iter().flatten();
+        // Identical keys must arrive in seq order (arrival order is seq order in a log). The
+        // tree's bulk build sorts stably by key (linear on the runs a log holds) and keeps the
+        // last of identical keys: the highest seq, the later arrival on a tie.
+        let map: BTreeMap<MemKey, MemValue> = if self.out_of_order {
+            let mut all: Vec<_> = all.collect();
+            // Stable: on equal seqs the later arrival stays last.
+            all.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.seq.cmp(&b.1.seq)));
+            all.into_iter().collect()
+        } else {
+            all.collect()
+        };
+        let bytes = map
             .iter()
             .map(|(k, v)| k.heap_bytes() + v.value.len() + ENTRY_OVERHEAD)
             .sum();
-        let max_seq = kept.iter().map(|(_, v)| v.seq).max().unwrap_or(0);
         Memtable {
-            // Sorted and without duplicates: the tree is built in bulk, in linear time.
-            map: kept.into_iter().collect(),
+            map,
             bytes,
-            max_seq,
+            max_seq: self.max_seq,
         }
     }
 }
@@ -213,15 +236,29 @@ mod tests {
         /// would have: per key the highest seq, the later one on equal seqs.
         #[test]
         fn a_built_memtable_equals_one_filled_by_inserts(
-            entries in proptest::collection::vec((0u8..6, 0u8..3, 0i64..4, 0u64..5, any::<u8>()), 0..200)
+            entries in proptest::collection::vec((0u8..6, 0u8..3, 0i64..4, 0u64..5, any::<u8>()), 0..200),
+            in_log_order in any::<bool>(),
+            chunk_len in 1usize..50,
         ) {
             let mut inserted = Memtable::default();
             let mut builder = MemtableBuilder::default();
-            for (row, q, ts, seq, v) in entries {
+            let mut entries = entries;
+            if in_log_order {
+                // As a log replays: seqs never decrease (equal seqs are one record's cells
+                // or a record replayed twice).
+                entries.sort_by_key(|e| e.3);
+            }
+            // Replay fills one builder per chunk of the log and absorbs them in order.
+            let mut chunk = MemtableBuilder::default();
+            for (i, (row, q, ts, seq, v)) in entries.into_iter().enumerate() {
                 let key = || MemKey::new(&[b'r', row], b"f", Some(&[q]), ts, Kind::Put);
                 inserted.insert(key(), seq, vec![v]);
-                InsertEntry::insert(&mut builder, key(), seq, vec![v]);
+                InsertEntry::insert(&mut chunk, key(), seq, vec![v]);
+                if i % chunk_len == 0 {
+                    builder.absorb(std::mem::take(&mut chunk));
+                }
             }
+            builder.absorb(chunk);
             let upper = builder.bytes();
             let built = builder.build();
             prop_assert_eq!(contents(&built), contents(&inserted));

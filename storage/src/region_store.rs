@@ -106,6 +106,9 @@ pub struct StoreOptions {
     /// to this many bytes per second (0: unpaced). A flush stops pacing once the next memtable
     /// is half full.
     pub background_write_rate: u64,
+    /// Threads that decode a large log during recovery (0: one per core, at most 4; 1: decode
+    /// on the opening thread).
+    pub replay_threads: usize,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -118,6 +121,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("owns_row", &self.owns_row.is_some())
             .field("background_flush", &self.background_flush)
             .field("background_write_rate", &self.background_write_rate)
+            .field("replay_threads", &self.replay_threads)
             .finish()
     }
 }
@@ -133,6 +137,7 @@ impl StoreOptions {
             owns_row: None,
             background_flush: false,
             background_write_rate: 0,
+            replay_threads: 0,
         }
     }
 }
@@ -301,6 +306,28 @@ fn apply_record(memtable: &mut Memtable, rec: LogRecord) -> Result<()> {
 }
 
 /// [`apply_record`] for a record decoded in place during replay.
+/// What replaying one chunk of a log gathered (see [`log::replay`]): built on a decoding
+/// thread, applied to the recovering store in log order.
+#[derive(Default)]
+struct Replayed {
+    entries: MemtableBuilder,
+    /// One past the highest seq seen.
+    next_seq: u64,
+    clock: i64,
+    /// Idempotency keys with their rows, in log order.
+    idem: Vec<(Vec<u8>, log::LogIdem)>,
+}
+
+fn fold_replayed(c: &mut Replayed, rec: log::LogRecordRef<'_>) -> Result<()> {
+    c.next_seq = c.next_seq.max(rec.seq + rec.cells.len() as u64);
+    c.clock = c.clock.max(rec.clock);
+    apply_record_ref(&mut c.entries, &rec)?;
+    if let Some(i) = rec.idem {
+        c.idem.push((rec.row.to_vec(), i));
+    }
+    Ok(())
+}
+
 fn apply_record_ref(memtable: &mut impl InsertEntry, rec: &log::LogRecordRef<'_>) -> Result<()> {
     for (i, c) in rec.cells.iter().enumerate() {
         let kind = Kind::from_u8(c.kind)
@@ -755,6 +782,13 @@ impl RegionStore {
         let mut stopped = false;
         let mut replayed: Vec<u64> = Vec::new();
         let mut file_ids = m.next_file.max(max_id + 1);
+        let replay_threads = match options.replay_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            n => n,
+        };
+        // Decoded chunks waiting to be applied stay under half the memtable budget (see
+        // `log::replay`): replay keeps within the store's memory bound.
+        let max_chunk = (options.memtable_budget / (2 * log::CHUNKS_IN_FLIGHT)).min(8 << 20);
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
             if stopped {
@@ -763,39 +797,48 @@ impl RegionStore {
                 fs.remove(&path).map_err(|e| Error::io(&path, e))?;
                 continue;
             }
-            let out = log::replay(&*fs, &path, strict, &mut |rec| {
-                next_seq = next_seq.max(rec.seq + rec.cells.len() as u64);
-                clock.observe(rec.clock);
-                apply_record_ref(&mut memtable, &rec)?;
-                if let Some(i) = &rec.idem {
-                    idem.insert(rec.row, &i.key, i.at_ms, idempotency::from_log(&i.outcome));
-                }
-                if memtable.bytes() > options.memtable_budget {
-                    // Keep memory bounded while replaying a long log: spill to a segment. The
-                    // manifest keeps pointing at this log, so a crash now replays it again
-                    // over the segment, which is harmless (identical entries, same seq).
-                    let id = file_ids;
-                    file_ids += 1;
-                    let full = std::mem::take(&mut memtable).build();
-                    let seg = write_segment(&*fs, dir, id, full.len() as u64, None, &mut |w| {
-                        let mut it = full.iter_all();
-                        while let Some(e) = it.next_entry()? {
-                            w.add(&e)?;
-                        }
-                        Ok(())
-                    })?;
-                    segments.extend(seg.map(Arc::new));
-                    let spilled = Manifest {
-                        next_file: file_ids,
-                        segments: segment_records(&segments),
-                        last_seq: next_seq.saturating_sub(1),
-                        clock: clock.persisted(),
-                        ..m.clone()
-                    };
-                    manifest::write(&*fs, dir, &spilled)?;
-                }
-                Ok(())
-            })?;
+            let out = log::replay(
+                &*fs,
+                &path,
+                strict,
+                replay_threads,
+                max_chunk,
+                &fold_replayed,
+                &mut |c| {
+                    next_seq = next_seq.max(c.next_seq);
+                    clock.observe(c.clock);
+                    memtable.absorb(c.entries);
+                    for (row, i) in c.idem {
+                        idem.insert(&row, &i.key, i.at_ms, idempotency::from_log(&i.outcome));
+                    }
+                    if memtable.bytes() > options.memtable_budget {
+                        // Keep memory bounded while replaying a long log: spill to a segment. The
+                        // manifest keeps pointing at this log, so a crash now replays it again
+                        // over the segment, which is harmless (identical entries, same seq).
+                        let id = file_ids;
+                        file_ids += 1;
+                        let full = std::mem::take(&mut memtable).build();
+                        let seg =
+                            write_segment(&*fs, dir, id, full.len() as u64, None, &mut |w| {
+                                let mut it = full.iter_all();
+                                while let Some(e) = it.next_entry()? {
+                                    w.add(&e)?;
+                                }
+                                Ok(())
+                            })?;
+                        segments.extend(seg.map(Arc::new));
+                        let spilled = Manifest {
+                            next_file: file_ids,
+                            segments: segment_records(&segments),
+                            last_seq: next_seq.saturating_sub(1),
+                            clock: clock.persisted(),
+                            ..m.clone()
+                        };
+                        manifest::write(&*fs, dir, &spilled)?;
+                    }
+                    Ok(())
+                },
+            )?;
             report.log_records_replayed += out.records;
             report.log_bytes_replayed += out.valid_len;
             if let Some(d) = out.damage {

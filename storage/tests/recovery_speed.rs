@@ -168,6 +168,16 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
     let recover_warm_cpu = cpu_time() - cpu;
     assert_eq!(report.log_records_replayed, records);
     drop(s);
+    // The same with the log decoded on the opening thread only (`replay_threads` = 1).
+    let one_thread = StoreOptions {
+        replay_threads: 1,
+        ..options()
+    };
+    let t = Instant::now();
+    let (s, report) = RegionStore::open(dir.path(), one_thread).expect("recover");
+    let recover_warm_one = t.elapsed();
+    assert_eq!(report.log_records_replayed, records);
+    drop(s);
 
     let label = if cold {
         "cold (page cache dropped)"
@@ -195,9 +205,14 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
         cpus[1],
     );
     row("recovery CPU time, warm", recover_warm_cpu);
+    row("recovery, warm, log decoded on one thread", recover_warm_one);
     println!(
         "recovery / sequential read: cold {:.2}, warm {:.2}",
         read_cold.as_secs_f64() / recover_cold.as_secs_f64(),
         read_warm.as_secs_f64() / recover_warm.as_secs_f64()
+    );
+    println!(
+        "recovery speed, decode threads per core / one thread: {:.2}",
+        recover_warm_one.as_secs_f64() / recover_warm.as_secs_f64()
     );
 }
