@@ -205,7 +205,10 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
         cpus[1],
     );
     row("recovery CPU time, warm", recover_warm_cpu);
-    row("recovery, warm, log decoded on one thread", recover_warm_one);
+    row(
+        "recovery, warm, log decoded on one thread",
+        recover_warm_one,
+    );
     println!(
         "recovery / sequential read: cold {:.2}, warm {:.2}",
         read_cold.as_secs_f64() / recover_cold.as_secs_f64(),
