@@ -244,12 +244,17 @@ pub(crate) struct ReplayOutcome {
     pub version: u8,
 }
 
+/// The `(len, crc)` of the frame header at the start of `rest` (at least [`FRAME_HEADER`] bytes).
+fn frame_header(rest: &[u8]) -> (usize, u32) {
+    let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+    (len, crc)
+}
+
 /// True if a valid frame starts at any offset of `rest`.
 fn valid_frame_within(rest: &[u8]) -> bool {
     (0..rest.len().saturating_sub(FRAME_HEADER)).any(|i| {
-        let h = &rest[i..i + FRAME_HEADER];
-        let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
-        let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        let (len, crc) = frame_header(&rest[i..]);
         len > 0
             && len <= MAX_FRAME
             && i + FRAME_HEADER + len <= rest.len()
@@ -495,7 +500,7 @@ impl Iterator for Chunks<'_> {
             if rest.len() < FRAME_HEADER {
                 break;
             }
-            let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let (len, _) = frame_header(rest);
             if len == 0 || len > MAX_FRAME || FRAME_HEADER + len > rest.len() {
                 break;
             }
@@ -543,8 +548,7 @@ fn walk<T>(
         if rest.len() < FRAME_HEADER {
             return Ok(bad(damage("incomplete frame header", true)));
         }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        let (len, crc) = frame_header(rest);
         let fits = FRAME_HEADER + len <= rest.len();
         if len == 0 || len > MAX_FRAME || !fits {
             let (reason, mut tail) = if len == 0 {
@@ -688,6 +692,30 @@ mod tests {
         zeroed[300..340].fill(0);
         let (out, got) = check(&zeroed, "zeroed range");
         assert!(out.damage.is_some() && got.len() < 40);
+    }
+
+    #[test]
+    fn a_record_the_caller_rejects_fails_the_replay_on_any_number_of_threads() {
+        let fs = SimFs::new();
+        let path = Path::new("/l/1.klog");
+        write_log(&fs, path, 40);
+        let bytes = fs.read_file(path).unwrap();
+        let reject_17 = |acc: &mut Vec<LogRecord>, r: LogRecordRef<'_>| {
+            if r.seq == 17 {
+                return Err(Error::Codec("record 17 rejected".into()));
+            }
+            fold_owned(acc, r)
+        };
+        for (threads, chunk) in [(1, usize::MAX), (2, 1), (3, 45)] {
+            let mut applied = 0;
+            let got = replay_bytes(&bytes, true, threads, chunk, &reject_17, &mut |c| {
+                applied += c.len();
+                Ok(())
+            });
+            let err = got.expect_err("the rejection stops the replay");
+            assert!(err.to_string().contains("record 17"), "{threads}: {err}");
+            assert!(applied <= 17, "{threads} threads applied {applied} records");
+        }
     }
 
     #[test]
