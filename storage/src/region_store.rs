@@ -372,6 +372,70 @@ fn write_segment(
     Ok(Some(seg))
 }
 
+/// Copy the entries of a flush (a memtable, or both memtables merged) to `w`, leaving out what
+/// no read can see, now or later:
+/// - an older write of the same key, a put masked by a marker of the flush itself, an expired
+///   put, an entry of a dropped family (all of which a major compaction drops as well);
+/// - a put beyond the newest `max_versions` of its column ([`Verdict::Excess`]), unless a
+///   version marker from outside the flush could unmask a newer put of that column: one in an
+///   older segment (`older`, looked up once per such column), or one written while a
+///   background flush runs (then [`RegionStore::install_flush`] redoes the flush with both
+///   memtables). Family and column markers need no such care: one that masks a newer put
+///   masks every older one too.
+///
+/// Delete markers are always kept. Returns how many puts were left out for being beyond the
+/// versions kept. Without this, a counter's every increment would reach the segments (HBase's
+/// flush drops them the same way).
+fn write_flushed<'a>(
+    next: &mut dyn FnMut() -> Result<Option<Entry<'a>>>,
+    older: &[Arc<Segment>],
+    rules: &Rules,
+    now_ms: i64,
+    w: &mut SegmentWriter,
+) -> Result<u64> {
+    let mut pruned = 0u64;
+    let mut prev: Option<Entry<'a>> = None;
+    let mut ret = Retention::new(rules, now_ms);
+    // The last column checked for older version markers, and the answer.
+    let mut checked: Option<(Entry<'a>, bool)> = None;
+    while let Some(e) = next()? {
+        if prev.is_some_and(|p| p.same_key(&e)) {
+            continue; // the same key in both memtables: the later write came first
+        }
+        if prev.is_none_or(|p| p.row != e.row) {
+            ret = Retention::new(rules, now_ms);
+        }
+        prev = Some(e);
+        match ret.offer(&e) {
+            Verdict::Keep | Verdict::Marker => w.add(&e)?,
+            Verdict::Drop => {}
+            Verdict::Excess => {
+                let protected = match checked {
+                    Some((c, p)) if same_column(Some(&c), &e) => p,
+                    _ => {
+                        let q = e.qualifier.unwrap_or_default();
+                        let mut p = false;
+                        for s in older {
+                            if s.has_version_marker(e.row, e.family, q)? {
+                                p = true;
+                                break;
+                            }
+                        }
+                        checked = Some((e, p));
+                        p
+                    }
+                };
+                if protected {
+                    w.add(&e)?;
+                } else {
+                    pruned += 1;
+                }
+            }
+        }
+    }
+    Ok(pruned)
+}
+
 /// Consume the entries of `row` from `it`, pushing the visible cells `read` selects.
 fn collect_row<'a>(
     it: &mut MergeIter<'a>,
@@ -614,6 +678,10 @@ pub struct FlushTask {
     id: u64,
     mem: Arc<Memtable>,
     pace: Option<Pace>,
+    /// The segments when the memtable was frozen: their version markers decide which excess
+    /// versions the flush may leave out (see `write_flushed`).
+    older: Vec<Arc<Segment>>,
+    rules: Rules,
 }
 
 impl std::fmt::Debug for FlushTask {
@@ -637,6 +705,8 @@ pub struct RetiredMemtable(#[allow(dead_code)] Option<Arc<Memtable>>);
 pub struct FlushOutput {
     mem: Arc<Memtable>,
     segment: Result<Option<Segment>>,
+    /// Puts left out for being beyond their column's versions.
+    pruned: u64,
 }
 
 impl FlushTask {
@@ -644,6 +714,7 @@ impl FlushTask {
     /// A failure is reported by [`RegionStore::install_flush`], which poisons the store.
     pub fn run(self) -> FlushOutput {
         let mem = &self.mem;
+        let mut pruned = 0;
         let segment = write_segment(
             &*self.fs,
             &self.dir,
@@ -652,15 +723,20 @@ impl FlushTask {
             self.pace.clone(),
             &mut |w| {
                 let mut it = mem.iter_all();
-                while let Some(e) = it.next_entry()? {
-                    w.add(&e)?;
-                }
+                pruned = write_flushed(
+                    &mut || it.next_entry(),
+                    &self.older,
+                    &self.rules,
+                    wall_ms(),
+                    w,
+                )?;
                 Ok(())
             },
         );
         FlushOutput {
             mem: self.mem,
             segment,
+            pruned,
         }
     }
 }
@@ -684,6 +760,9 @@ pub struct RegionStore {
     memtable: Memtable,
     /// A full memtable being written to a segment by a [`FlushTask`]; read with `memtable`.
     frozen: Option<Arc<Memtable>>,
+    /// A version marker was written since the memtable was frozen: the running flush may have
+    /// left out a version that marker unmasks (see `write_flushed`).
+    version_marker_during_flush: bool,
     segments: Vec<Arc<Segment>>,
     /// The log writes are appended to.
     log: LogWriter,
@@ -915,6 +994,7 @@ impl RegionStore {
             flush_hurry: Arc::default(),
             memtable,
             frozen: None,
+            version_marker_during_flush: false,
             segments,
             log,
             log_floor,
@@ -1431,6 +1511,14 @@ impl RegionStore {
         };
         self.log.add(&rec)?;
         self.next_seq += rec.cells.len() as u64;
+        if self.frozen.is_some()
+            && rec
+                .cells
+                .iter()
+                .any(|c| c.kind == Kind::DeleteVersion as u8)
+        {
+            self.version_marker_during_flush = true;
+        }
         if let Some(i) = &rec.idem {
             self.idem.insert(&rec.row, &i.key, at_ms, outcome.clone());
         }
@@ -1723,12 +1811,15 @@ impl RegionStore {
         self.frozen = Some(mem.clone());
         self.unsynced_writes = 0;
         self.flush_hurry = Arc::default();
+        self.version_marker_during_flush = false;
         Ok(FlushTask {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             id,
             mem,
             pace: self.pace(self.flush_hurry.clone()),
+            older: self.segments.clone(),
+            rules: self.rules.clone(),
         })
     }
 
@@ -1750,9 +1841,15 @@ impl RegionStore {
             }
             Err(_) => return Ok(retired),
         };
-        if !current || self.poisoned.is_some() {
+        let unmasked = self.version_marker_during_flush && out.pruned > 0;
+        if !current || self.poisoned.is_some() || unmasked {
             if let Some(seg) = &segment {
                 let _ = self.fs.remove(seg.path());
+            }
+            if current && unmasked {
+                // A version marker written meanwhile may unmask a version the segment left
+                // out: flush again, both memtables at once, seeing every marker.
+                return self.flush().map(|()| retired);
             }
             return self.check_usable().map(|()| retired);
         }
@@ -1824,16 +1921,9 @@ impl RegionStore {
                 .map(|m| Box::new(m.iter_all()) as Box<dyn EntrySource<'_> + '_>)
                 .collect(),
         )?;
+        let (older, rules) = (&self.segments, &self.rules);
         let seg = write_segment(&*self.fs, &self.dir, id, entries as u64, None, &mut |w| {
-            // The same key in both memtables: the active one's entry (higher seq) comes first.
-            let mut prev: Option<Entry<'_>> = None;
-            while let Some(e) = it.next()? {
-                if !prev.is_some_and(|p| p.same_key(&e)) {
-                    w.add(&e)?;
-                }
-                prev = Some(e);
-            }
-            Ok(())
+            write_flushed(&mut || it.next(), older, rules, wall_ms(), w).map(|_| ())
         })?;
         drop(it);
         let new_log = self.start_log()?;
@@ -1848,6 +1938,7 @@ impl RegionStore {
         self.segments = segments;
         self.memtable = Memtable::default();
         self.frozen = None;
+        self.version_marker_during_flush = false;
         self.unsynced_writes = 0;
         self.stats.flushes += 1;
         Ok(())

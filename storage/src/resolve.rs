@@ -1,5 +1,5 @@
 //! Resolving a sorted stream of entries into what is visible: the one place HBase's version
-//! and delete semantics are decided, shared by get, scan and major compaction.
+//! and delete semantics are decided, shared by get, scan, flush and major compaction.
 //!
 //! Within one row, entries arrive in key order (see [`crate::key`]): per family its delete
 //! markers first, then per qualifier newest timestamp first, markers before puts at an equal
@@ -66,9 +66,13 @@ impl Rules {
 /// What [`Retention::offer`] decided about an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Invisible and useless: masked, overwritten, expired, beyond the versions kept, or of a
-    /// dropped family.
+    /// Invisible and useless: masked, overwritten, expired, or of a dropped family.
     Drop,
+    /// A put beyond the newest `max_versions` of its column: invisible now, but it would come
+    /// back if a version marker later masked one of the newer puts (HBase's "deletes can
+    /// resurface old versions until a compaction"). A major compaction drops it; a flush drops
+    /// it only when that cannot change a read (see `region_store::write_flushed`).
+    Excess,
     /// A live delete marker (kept by minor compactions, dropped by major ones).
     Marker,
     /// A retained put.
@@ -163,7 +167,7 @@ impl<'a, 'r> Retention<'a, 'r> {
                 }
                 self.versions += 1;
                 if self.versions > rule.max_versions {
-                    return Verdict::Drop;
+                    return Verdict::Excess;
                 }
                 Verdict::Keep
             }
@@ -233,6 +237,6 @@ mod tests {
         let mut ret = Retention::new(&r, 1_000);
         assert_eq!(ret.offer(&e(Some(b"q"), 9, Kind::Put, 5)), Verdict::Keep);
         assert_eq!(ret.offer(&e(Some(b"q"), 9, Kind::Put, 2)), Verdict::Drop);
-        assert_eq!(ret.offer(&e(Some(b"q"), 8, Kind::Put, 1)), Verdict::Drop);
+        assert_eq!(ret.offer(&e(Some(b"q"), 8, Kind::Put, 1)), Verdict::Excess);
     }
 }

@@ -480,6 +480,36 @@ impl Segment {
         self.bloom.may_contain(row)
     }
 
+    /// Whether the segment holds a version delete marker (`Kind::DeleteVersion`) of the column
+    /// `(row, family, qualifier)`. Jumps over the row's other columns; walks only this one.
+    pub(crate) fn has_version_marker(
+        &self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+    ) -> Result<bool> {
+        if !self.may_contain_row(row) {
+            return Ok(false);
+        }
+        let mut src = self.iter_from(Some(row))?;
+        let mut next = src.next_entry()?;
+        while let Some(e) = next {
+            if e.row != row {
+                break;
+            }
+            next = match (e.family, e.qualifier).cmp(&(family, Some(qualifier))) {
+                std::cmp::Ordering::Less => match e.qualifier {
+                    Some(_) => src.skip_column(e.row, e.family, e.qualifier)?,
+                    None => src.next_entry()?,
+                },
+                std::cmp::Ordering::Equal if e.kind == Kind::DeleteVersion => return Ok(true),
+                std::cmp::Ordering::Equal => src.next_entry()?,
+                std::cmp::Ordering::Greater => break,
+            };
+        }
+        Ok(false)
+    }
+
     /// Entries from the first one of `row` on (`None` = from the start).
     pub(crate) fn iter_from(&self, row: Option<&[u8]>) -> Result<SegmentSource<'_>> {
         let start = match row {

@@ -220,7 +220,7 @@ fn every_bit_flip_in_a_small_segment_is_reported_and_never_read_as_a_wrong_value
 
 #[test]
 fn flips_in_a_multi_block_segment_are_reported_and_never_read_as_a_wrong_value() {
-    let fx = fixture(40, 300);
+    let fx = fixture(40, 400);
     // Every byte of the row filter, index and footer (located through the footer, FORMAT.md
     // §5.5), sparse in the data blocks.
     let f_at = fx.seg.len() - 64;

@@ -42,6 +42,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Where a model entry lives in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Active,
+    Frozen,
+    Flushed,
+}
+
 /// Model entry: (row, fam, qual (None = family marker), ts, kind, seq, value).
 #[derive(Clone, Debug)]
 struct E {
@@ -52,6 +60,52 @@ struct E {
     kind: u8, // 0 fam del, 1 col del, 2 version del, 3 put
     seq: u64,
     value: u8,
+    place: Place,
+}
+
+/// A flush of the entries in `flushing`, as the store's `write_flushed` does it: per column,
+/// of the flush's own puts left unmasked by the flush's own markers, those beyond the family's
+/// versions are left out, unless a version marker of the column was flushed before. The
+/// flushed entries become `Flushed`. Returns whether any put was left out.
+fn flush(model: &mut Vec<E>, flushing: &[Place]) -> bool {
+    let in_flush = |e: &E| flushing.contains(&e.place);
+    let mut left_out = Vec::new();
+    for row in 0..3u8 {
+        for fam in 0..2u8 {
+            for q in 0..2u8 {
+                let col = |e: &E| e.row == row && e.fam == fam && e.qual == Some(q);
+                let old_version_marker = model
+                    .iter()
+                    .any(|e| e.place == Place::Flushed && col(e) && e.kind == 2);
+                if old_version_marker {
+                    continue;
+                }
+                let ours = |kind: u8| {
+                    model
+                        .iter()
+                        .filter(move |e| in_flush(e) && e.row == row && e.fam == fam)
+                        .filter(move |e| e.kind == kind && (kind == 0 || col(e)))
+                };
+                let fam_del = ours(0).map(|e| e.ts).max();
+                let col_del = ours(1).map(|e| e.ts).max();
+                let version_dels: Vec<i64> = ours(2).map(|e| e.ts).collect();
+                let mut puts: Vec<&E> = ours(3).collect();
+                puts.sort_by(|a, b| b.ts.cmp(&a.ts).then(b.seq.cmp(&a.seq)));
+                puts.dedup_by(|later, first| later.ts == first.ts);
+                let unmasked = puts.into_iter().filter(|p| {
+                    fam_del.is_none_or(|d| p.ts > d)
+                        && col_del.is_none_or(|d| p.ts > d)
+                        && !version_dels.contains(&p.ts)
+                });
+                left_out.extend(unmasked.skip(max_versions(fam)).map(|p| p.seq));
+            }
+        }
+    }
+    model.retain(|e| !left_out.contains(&e.seq));
+    for e in model.iter_mut().filter(|e| flushing.contains(&e.place)) {
+        e.place = Place::Flushed;
+    }
+    !left_out.is_empty()
 }
 
 fn max_versions(fam: u8) -> usize {
@@ -60,6 +114,13 @@ fn max_versions(fam: u8) -> usize {
     } else {
         1
     }
+}
+
+/// The retained versions of every column.
+fn visible(model: &[E]) -> Vec<Vec<(i64, u8)>> {
+    let columns =
+        (0..3u8).flat_map(|r| (0..2u8).flat_map(move |f| (0..2u8).map(move |q| (r, f, q))));
+    columns.map(|(r, f, q)| retained(model, r, f, q)).collect()
 }
 
 /// Retained versions of a column, newest first: (ts, value).
@@ -119,7 +180,19 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
     let mut model: Vec<E> = Vec::new();
     let mut seq = 0u64;
     let mut task: Option<FlushTask> = None;
+    // The store's frozen memtable exists; `task` is the one that froze it; a version marker
+    // was written since the freeze.
+    let (mut frozen, mut task_current, mut marker_since_freeze) = (false, false, false);
     for op in ops {
+        let writes = matches!(
+            op,
+            Op::Put(..)
+                | Op::DeleteVersion(..)
+                | Op::DeleteColumn(..)
+                | Op::DeleteFamily(..)
+                | Op::DeleteRow(..)
+        );
+        let (before, name) = (visible(&model), format!("{op:?}"));
         let mut push = |model: &mut Vec<E>, row, fam, qual, ts, kind, value| {
             seq += 1;
             model.push(E {
@@ -130,6 +203,7 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
                 kind,
                 seq,
                 value,
+                place: Place::Active,
             });
         };
         let m = |r: u8, mutations| RowMutation {
@@ -161,6 +235,7 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
                 ))
                 .unwrap();
                 push(&mut model, r, f, Some(q), ts, 2, 0);
+                marker_since_freeze |= frozen;
             }
             Op::DeleteColumn(r, f, q, ts) => {
                 s.mutate_row(m(
@@ -197,20 +272,43 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
                     push(&mut model, r, f, None, ts, 0, 0);
                 }
             }
-            Op::Flush => s.flush().unwrap(),
+            Op::Flush => {
+                s.flush().unwrap();
+                flush(&mut model, &[Place::Active, Place::Frozen]);
+                (frozen, task_current) = (false, false);
+            }
             Op::Freeze => {
-                if let Some(t) = s.flush_task().unwrap() {
+                let t = s.flush_task().unwrap();
+                let active = model.iter().any(|e| e.place == Place::Active);
+                assert_eq!(t.is_some(), !frozen && active, "a flush task iff freezable");
+                if let Some(t) = t {
                     task = Some(t);
+                    for e in model.iter_mut().filter(|e| e.place == Place::Active) {
+                        e.place = Place::Frozen;
+                    }
+                    (frozen, task_current, marker_since_freeze) = (true, true, false);
                 }
             }
             Op::Install => {
                 if let Some(t) = task.take() {
                     let _ = s.install_flush(t.run()).unwrap();
+                    if task_current {
+                        let mut alone = model.clone();
+                        if flush(&mut alone, &[Place::Frozen]) && marker_since_freeze {
+                            // The store redoes the flush with both memtables.
+                            flush(&mut model, &[Place::Active, Place::Frozen]);
+                        } else {
+                            model = alone;
+                        }
+                        (frozen, task_current) = (false, false);
+                    }
                 }
             }
             Op::Minor => s.compact(false).unwrap(),
             Op::Major => {
                 s.compact(true).unwrap();
+                flush(&mut model, &[Place::Active, Place::Frozen]);
+                (frozen, task_current) = (false, false);
                 let mut kept = Vec::new();
                 for r in 0..3u8 {
                     for f in 0..2u8 {
@@ -238,7 +336,16 @@ fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
             Op::Reopen => {
                 drop(s);
                 s = RegionStore::open(dir.path(), opts.clone()).unwrap().0;
+                // The frozen memtable's log is replayed into the new memtable.
+                for e in model.iter_mut().filter(|e| e.place == Place::Frozen) {
+                    e.place = Place::Active;
+                }
+                (frozen, task_current) = (false, false);
             }
+        }
+        if !writes {
+            // Flushes, compactions and reopens never change what a read returns.
+            assert_eq!(visible(&model), before, "{name} changed what reads see");
         }
         let read = ReadSpec {
             time_range: tr,

@@ -152,3 +152,79 @@ fn server_timestamps_never_go_backwards_and_survive_reopen() {
     mutate(&mut s, "r2", vec![put("one", "q", None, "c")]);
     assert!(cells(&s, "r2", &read(1))[0].1 >= before);
 }
+
+fn del_version(ts: i64) -> Mutation {
+    Mutation::DeleteVersion {
+        family: "one".into(),
+        qualifier: "q".into(),
+        timestamp: Some(ts),
+    }
+}
+
+#[test]
+fn a_flush_keeps_only_the_versions_reads_can_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    for ts in 1..=50 {
+        mutate(
+            &mut s,
+            "r",
+            vec![put("one", "q", Some(ts), &format!("v{ts}"))],
+        );
+        mutate(
+            &mut s,
+            "r",
+            vec![put("cf", "q", Some(ts), &format!("v{ts}"))],
+        );
+    }
+    s.flush().unwrap();
+    // `one` keeps 1 version, `cf` 3: a counter's every increment does not reach the segment.
+    assert_eq!(s.stats().segment_cells, 4);
+    assert_eq!(cells(&s, "r", &read(5)).len(), 4);
+    assert_eq!(cells(&s, "r", &read(1))[1], c("one:q", 50, "v50"));
+}
+
+#[test]
+fn a_version_marker_in_an_older_segment_keeps_the_versions_it_unmasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    mutate(&mut s, "r", vec![del_version(5)]);
+    s.flush().unwrap();
+    for ts in [5, 4, 3] {
+        mutate(
+            &mut s,
+            "r",
+            vec![put("one", "q", Some(ts), &format!("v{ts}"))],
+        );
+    }
+    // The put at 5 is masked by the older marker: 4 is the visible version.
+    assert_eq!(cells(&s, "r", &read(1)), vec![c("one:q", 4, "v4")]);
+    s.flush().unwrap();
+    assert_eq!(cells(&s, "r", &read(1)), vec![c("one:q", 4, "v4")]);
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(cells(&s, "r", &read(1)), vec![c("one:q", 4, "v4")]);
+}
+
+#[test]
+fn a_version_marker_written_during_a_background_flush_unmasks_the_older_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    for ts in [3, 4, 5] {
+        mutate(
+            &mut s,
+            "r",
+            vec![put("one", "q", Some(ts), &format!("v{ts}"))],
+        );
+    }
+    let task = s.flush_task().unwrap().expect("a memtable to flush");
+    mutate(&mut s, "r", vec![del_version(5)]);
+    assert_eq!(cells(&s, "r", &read(1)), vec![c("one:q", 4, "v4")]);
+    // The task left 4 out, not knowing of the marker: the install flushes again.
+    let _ = s.install_flush(task.run()).unwrap();
+    assert_eq!(cells(&s, "r", &read(1)), vec![c("one:q", 4, "v4")]);
+    assert_eq!(s.stats().memtable_cells, 0, "both memtables were flushed");
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(cells(&s, "r", &read(1)), vec![c("one:q", 4, "v4")]);
+}
