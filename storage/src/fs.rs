@@ -45,6 +45,15 @@ pub trait WritableFile: Send {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
     /// fsync: make every byte written so far durable.
     fn sync(&mut self) -> io::Result<()>;
+    /// A second handle on the same file that can fsync it from another thread while this one
+    /// goes on writing (a `dup` of the descriptor on a real file system).
+    fn sync_handle(&self) -> io::Result<Box<dyn SyncHandle>>;
+}
+
+/// Fsyncs one file from any thread ([`WritableFile::sync_handle`]).
+pub trait SyncHandle: Send + Sync {
+    /// fsync: make every byte written to the file before this call durable.
+    fn sync(&self) -> io::Result<()>;
 }
 
 /// All the file operations the store needs.
@@ -91,6 +100,18 @@ impl WritableFile for StdFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+
+    fn sync_handle(&self) -> io::Result<Box<dyn SyncHandle>> {
+        Ok(Box::new(StdSync(self.0.try_clone()?)))
+    }
+}
+
+struct StdSync(std::fs::File);
+
+impl SyncHandle for StdSync {
+    fn sync(&self) -> io::Result<()> {
         self.0.sync_data()
     }
 }
@@ -365,12 +386,29 @@ impl WritableFile for SimFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        let mut st = self.state.lock();
-        st.check(FaultOp::Sync)?;
-        let inode = &mut st.inodes[self.inode];
-        inode.synced = inode.data.clone();
-        Ok(())
+        sim_sync(&self.state, self.inode)
     }
+
+    fn sync_handle(&self) -> io::Result<Box<dyn SyncHandle>> {
+        Ok(Box::new(SimFile {
+            state: self.state.clone(),
+            inode: self.inode,
+        }))
+    }
+}
+
+impl SyncHandle for SimFile {
+    fn sync(&self) -> io::Result<()> {
+        sim_sync(&self.state, self.inode)
+    }
+}
+
+fn sim_sync(state: &Mutex<SimState>, inode: usize) -> io::Result<()> {
+    let mut st = state.lock();
+    st.check(FaultOp::Sync)?;
+    let inode = &mut st.inodes[inode];
+    inode.synced = inode.data.clone();
+    Ok(())
 }
 
 fn parent_of(path: &Path) -> PathBuf {

@@ -61,7 +61,7 @@ pub use fs::{Fault, FaultOp, FileSystem, SimFs, StdFs};
 pub use idempotency::IdempotencyOptions;
 pub use model::*;
 pub use region_store::{
-    CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask, RecoveryMode,
+    CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask, LogSync, RecoveryMode,
     RecoveryReport, RegionStats, RegionStore, RetiredMemtable, RowPredicate, StoreOptions,
 };
 
@@ -74,4 +74,5 @@ const _: () = {
     assert_send::<FlushTask>();
     assert_send::<FlushOutput>();
     assert_send::<RetiredMemtable>();
+    assert_send::<LogSync>();
 };

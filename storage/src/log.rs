@@ -221,6 +221,25 @@ impl LogWriter {
         self.unsynced = false;
         Ok(())
     }
+
+    /// A handle that fsyncs this file from another thread; see [`LogWriter::synced_up_to`].
+    pub(crate) fn sync_handle(&self) -> Result<Box<dyn crate::fs::SyncHandle>> {
+        self.file
+            .sync_handle()
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// A sync through [`LogWriter::sync_handle`] that started when the file was `len` bytes
+    /// long completed: if nothing was written since, nothing is left to fsync.
+    pub(crate) fn synced_up_to(&mut self, len: u64) {
+        if self.pending.is_empty() && self.len == len {
+            self.unsynced = false;
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 /// Where and why replay stopped early.

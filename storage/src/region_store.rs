@@ -775,6 +775,37 @@ impl FlushTask {
     }
 }
 
+/// An fsync of the log that the store's owner runs on another thread
+/// ([`RegionStore::write_batch_deferred`]).
+pub struct LogSync {
+    handle: Box<dyn crate::fs::SyncHandle>,
+    path: PathBuf,
+    /// The log file and its length when the batch was written.
+    log: u64,
+    len: u64,
+    /// Writes the fsync makes durable.
+    writes: u64,
+}
+
+impl std::fmt::Debug for LogSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogSync")
+            .field("log", &self.log)
+            .field("len", &self.len)
+            .field("writes", &self.writes)
+            .finish()
+    }
+}
+
+impl LogSync {
+    /// fsync the log (blocking); the time it took, or the error naming the file.
+    pub fn run(&self) -> Result<Duration> {
+        let started = Instant::now();
+        self.handle.sync().map_err(|e| Error::io(&self.path, e))?;
+        Ok(started.elapsed())
+    }
+}
+
 /// One region's store.
 pub struct RegionStore {
     fs: Arc<dyn FileSystem>,
@@ -1676,26 +1707,72 @@ impl RegionStore {
         &mut self,
         ops: Vec<(WriteOp, Option<Vec<u8>>)>,
     ) -> Vec<Result<WriteOutcome>> {
+        self.write_batch_inner(ops, false).0
+    }
+
+    /// [`RegionStore::write_batch`], except that in `Sync` durability the log is written but
+    /// not fsynced: the fsync is handed back as a [`LogSync`] to run on another thread, so that
+    /// the owner can serve reads meanwhile. **The results are not durable, and must not be
+    /// released, until [`LogSync::run`] succeeded and [`RegionStore::finish_sync`] was told.**
+    /// Later batches may be applied before then (their own sync covers this one's bytes too);
+    /// a read may see the batch's effects before they are durable, so an owner that must not
+    /// show undurable data holds back reads of the rows the batch wrote. In the other modes
+    /// (or if there is nothing to fsync) no `LogSync` is returned and the results stand.
+    pub fn write_batch_deferred(
+        &mut self,
+        ops: Vec<WriteOp>,
+    ) -> (Vec<Result<WriteOutcome>>, Option<LogSync>) {
+        self.write_batch_inner(ops.into_iter().map(|op| (op, None)).collect(), true)
+    }
+
+    /// Record how a [`LogSync`] ended. A failed fsync poisons the store (and the batches it
+    /// covered must be answered with the error): the error is returned.
+    pub fn finish_sync(&mut self, sync: LogSync, outcome: Result<Duration>) -> Result<()> {
+        match outcome {
+            Ok(took) => {
+                self.count_fsync(took);
+                self.stats.synced_writes += sync.writes;
+                if sync.log == self.log.number {
+                    self.log.synced_up_to(sync.len);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn write_batch_inner(
+        &mut self,
+        ops: Vec<(WriteOp, Option<Vec<u8>>)>,
+        defer: bool,
+    ) -> (Vec<Result<WriteOutcome>>, Option<LogSync>) {
         if let Err(e) = self.check_usable() {
             let msg = e.to_string();
-            return ops
+            let results = ops
                 .iter()
                 .map(|_| Err(Error::Poisoned(msg.clone())))
                 .collect();
+            return (results, None);
         }
         let mut results: Vec<Result<WriteOutcome>> = ops
             .into_iter()
             .map(|(op, key)| self.apply_keyed(op, key))
             .collect();
         let applied = results.iter().filter(|r| r.is_ok()).count() as u64;
-        if let Err(e) = self.finish_batch(applied) {
-            self.poison(&e);
-            let msg = e.to_string();
-            for r in results.iter_mut() {
-                *r = Err(Error::Poisoned(msg.clone()));
+        let sync = match self.finish_batch(applied, defer) {
+            Ok(sync) => sync,
+            Err(e) => {
+                self.poison(&e);
+                let msg = e.to_string();
+                for r in results.iter_mut() {
+                    *r = Err(Error::Poisoned(msg.clone()));
+                }
+                return (results, None);
             }
-            return results;
-        }
+        };
         self.stats.writes += applied;
         if self.frozen.is_some() && self.memtable.bytes() > self.memtable_budget / 2 {
             // The next memtable is filling up: the running flush must not dawdle.
@@ -1708,14 +1785,17 @@ impl RegionStore {
             self.memtable_budget
         };
         if self.memtable.bytes() > limit {
-            // The batch is durable in the log already: a failed flush poisons the store for
-            // later calls but does not take back these acknowledgements.
+            // The batch is durable in the log already (or will be, through `sync`, whose file
+            // a flush does not invalidate): a failed flush poisons the store for later calls
+            // but does not take back these acknowledgements.
             let _ = self.flush();
         }
-        results
+        (results, sync)
     }
 
-    fn finish_batch(&mut self, applied: u64) -> Result<()> {
+    /// Hand the batch to the OS, then fsync it as the durability mode says: now, or (`defer`,
+    /// `Sync` mode) through the returned [`LogSync`].
+    fn finish_batch(&mut self, applied: u64, defer: bool) -> Result<Option<LogSync>> {
         self.log.write_pending()?;
         self.unsynced_writes += applied;
         let due = match self.durability {
@@ -1723,23 +1803,37 @@ impl RegionStore {
             Durability::Interval(d) => self.last_sync.elapsed() >= d,
             Durability::None => false,
         };
-        if due && self.log.has_unsynced() {
-            self.sync_log()?;
+        if !due || !self.log.has_unsynced() {
+            return Ok(None);
         }
-        Ok(())
+        if defer && self.durability == Durability::Sync {
+            return Ok(Some(LogSync {
+                handle: self.log.sync_handle()?,
+                path: self.log.path().to_path_buf(),
+                log: self.log.number,
+                len: self.log.len(),
+                writes: std::mem::take(&mut self.unsynced_writes),
+            }));
+        }
+        self.sync_log()?;
+        Ok(None)
     }
 
     fn sync_log(&mut self) -> Result<()> {
         self.log.write_pending()?;
         let started = Instant::now();
         self.log.sync()?;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.count_fsync(started.elapsed());
+        self.stats.synced_writes += std::mem::take(&mut self.unsynced_writes);
+        Ok(())
+    }
+
+    fn count_fsync(&mut self, took: Duration) {
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         self.stats.fsync_micros = self.stats.fsync_micros.saturating_add(micros);
         self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
         self.stats.fsyncs += 1;
-        self.stats.synced_writes += std::mem::take(&mut self.unsynced_writes);
         self.last_sync = Instant::now();
-        Ok(())
     }
 
     fn single(&mut self, op: WriteOp) -> Result<WriteOutcome> {
