@@ -1,4 +1,5 @@
-//! Background work of the regions: flushes, compactions and freeing flushed memtables.
+//! Background work of the regions: flushes, compactions and freeing flushed memtables; and
+//! each region's log-sync thread ([`Syncer`]).
 //!
 //! Each job runs on a thread of its own (they are rare: one per flush or compaction) at a
 //! lower CPU priority (nice 10), as RocksDB's `LowerThreadPoolCPUPriority` does. On a machine
@@ -12,8 +13,10 @@
 //! 2. Only the job's own thread is reniced, never the actor's or the HTTP workers'.
 
 use crate::error::ActorError;
+use kura_storage::LogSync;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 /// Nice value of background threads (0 is the default, 19 the lowest priority).
 const BACKGROUND_NICE: i32 = 10;
@@ -36,6 +39,50 @@ pub(crate) fn run<T: Send + 'static>(
             Ok(Ok(value)) => Ok(value),
             Ok(Err(_)) => Err(ActorError::Internal(format!("{what} task panicked"))),
             Err(_) => Err(ActorError::Internal(format!("{what} thread ended early"))),
+        }
+    }
+}
+
+/// A region's log-sync thread: runs the fsyncs of its `sync`-durability batches
+/// ([`kura_storage::RegionStore::write_batch_deferred`]) one after the other, at normal
+/// priority (a write's latency is the fsync's), so that the region's arbiter serves other
+/// requests while the disk works. The thread ends when the `Syncer` is dropped.
+pub(crate) struct Syncer {
+    tx: std::sync::mpsc::Sender<SyncJob>,
+}
+
+type SyncDone = (LogSync, kura_storage::Result<Duration>);
+type SyncJob = (LogSync, tokio::sync::oneshot::Sender<SyncDone>);
+
+impl Syncer {
+    /// Start the thread `kura-sync-{region}`.
+    pub(crate) fn start(region: u64) -> std::io::Result<Syncer> {
+        let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
+        std::thread::Builder::new()
+            .name(format!("kura-sync-{region}"))
+            .spawn(move || {
+                while let Ok((sync, done)) = rx.recv() {
+                    let took = sync.run();
+                    let _ = done.send((sync, took));
+                }
+            })?;
+        Ok(Syncer { tx })
+    }
+
+    /// Run `sync` on the thread; resolves to it and its outcome. If the thread is gone, the
+    /// fsync runs right here instead.
+    pub(crate) fn sync(
+        &self,
+        sync: LogSync,
+    ) -> impl Future<Output = Result<SyncDone, ActorError>> + use<> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Err(std::sync::mpsc::SendError((sync, tx))) = self.tx.send((sync, tx)) {
+            let took = sync.run();
+            let _ = tx.send((sync, took));
+        }
+        async move {
+            rx.await
+                .map_err(|_| ActorError::Internal("the log-sync thread ended early".into()))
         }
     }
 }

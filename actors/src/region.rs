@@ -12,22 +12,35 @@
 //! (one fsync in `sync` durability), then every responder is answered. Under load, the writes
 //! that arrive while a commit is fsyncing form the next batch.
 //!
+//! In `sync` durability the fsync does not block the arbiter: the batch is applied and written
+//! to the log, then fsynced on the region's sync thread ([`crate::background::Syncer`]) while
+//! the arbiter goes on serving the region (and the other regions on its thread). The batch
+//! stays *in flight* until the fsync returns; only then are its writers answered and the next
+//! batch (everything that queued meanwhile) committed. A read that touches a row of the
+//! in-flight batch is held back until then, so no read ever sees a write that is not durable.
+//! Anything that changes what the region owns or holds first *settles*: it fsyncs the
+//! in-flight batch on the arbiter, answers it, and commits the queue synchronously.
+//!
 //! # Invariants
-//! 1. Writes are answered only after `write_batch` returned, i.e. after they are durable to the
-//!    durability mode.
+//! 1. Writes are answered only after they are durable to the durability mode (`write_batch`
+//!    returned, or the in-flight batch's fsync succeeded).
+//! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
 //! 2. Waiting writes are committed before anything that changes what the region owns or holds
 //!    (split, close, flush, alter), so no acknowledged write can miss an export.
 //! 3. A request routed by a bucket the region does not own is answered `NotOwner`, never served.
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
 
+use crate::background::Syncer;
 use crate::catalog::SaltConfig;
 use crate::error::ActorError;
 use crate::messages::*;
 use crate::salt::bucket_of;
 use actix::prelude::*;
 use kura_storage::model::*;
+use kura_storage::LogSync;
 use kura_storage::{Durability, RecoveryMode, RegionStore, StoreOptions};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +100,26 @@ enum Slot {
     Ready(OpResult),
 }
 
+/// A batch written to the log whose fsync runs on the sync thread.
+struct InFlight {
+    /// Tells this batch's fsync from an older one's (after a settle).
+    gen: u64,
+    replies: Vec<(Reply<Vec<OpResult>>, Vec<Slot>)>,
+    results: Vec<Option<Result<WriteOutcome, ActorError>>>,
+    /// The rows the batch wrote: reads of them wait for the fsync.
+    rows: HashSet<Vec<u8>>,
+}
+
+/// A read held back until the in-flight batch is durable.
+enum HeldRead {
+    Get(Get),
+    MultiGet(MultiGet),
+    Scan(ScanRegion),
+}
+
+/// The result of an in-flight batch's fsync, as the sync thread hands it back.
+type SyncResult = Result<(LogSync, kura_storage::Result<Duration>), ActorError>;
+
 /// One region: its store, the buckets it owns, and the writes waiting for the next commit.
 pub struct RegionActor {
     id: u64,
@@ -109,6 +142,11 @@ pub struct RegionActor {
     /// A split narrowed the region and no major compaction has yet dropped the moved rows.
     split_cleanup_due: bool,
     compacting: bool,
+    in_flight: Option<InFlight>,
+    held_reads: Vec<HeldRead>,
+    sync_gen: u64,
+    /// Started with the region in `sync` durability; `None`: fsync on the arbiter.
+    syncer: Option<Syncer>,
 }
 
 impl RegionActor {
@@ -135,7 +173,18 @@ impl RegionActor {
                 split_retry_at: None,
                 split_cleanup_due: false,
                 compacting: false,
+                in_flight: None,
+                held_reads: Vec::new(),
+                sync_gen: 0,
+                syncer: None,
             };
+            if act.settings.durability == Durability::Sync {
+                act.syncer = Syncer::start(act.id)
+                    .inspect_err(|e| {
+                        tracing::warn!(region = act.id, error = %e, "no log-sync thread: fsyncs run on the arbiter");
+                    })
+                    .ok();
+            }
             act.open(spec.families);
             act
         })
@@ -232,32 +281,128 @@ impl RegionActor {
         bucket >= self.range.0 && bucket < self.range.1
     }
 
-    /// Hand every queued write to the store in one batch, then answer them all.
-    fn commit_pending(&mut self, ctx: &mut Context<Self>) {
+    /// Before anything that changes what the region owns or holds: make the in-flight batch
+    /// durable here and now and answer it, then commit every queued write synchronously.
+    fn settle(&mut self, ctx: &mut Context<Self>) {
+        if let Some(f) = self.in_flight.take() {
+            let outcome = match self.store.as_mut() {
+                Some(store) => store.sync(),
+                None => Err(kura_storage::Error::Poisoned("store is not open".into())),
+            };
+            let outcome = outcome.map_err(|e| self.store_err(e));
+            self.land(f, outcome);
+        }
+        self.commit(false, ctx);
+    }
+
+    /// Hand every queued write to the store in one batch; answer them all once it is durable:
+    /// now, or (`pipelined`, with a sync thread, in `sync` durability) when the sync thread
+    /// has fsynced it. Nothing happens while a batch is in flight: its end commits the queue.
+    fn commit(&mut self, pipelined: bool, ctx: &mut Context<Self>) {
         self.commit_scheduled = false;
-        if self.pending_replies.is_empty() {
+        if self.pending_replies.is_empty() || self.in_flight.is_some() {
             return;
         }
         let ops = std::mem::take(&mut self.pending_ops);
         let replies = std::mem::take(&mut self.pending_replies);
-        let mut results: Vec<Option<Result<WriteOutcome, ActorError>>> = if ops.is_empty() {
-            Vec::new()
+        let deferred = pipelined && self.syncer.is_some();
+        let rows: HashSet<Vec<u8>> = if deferred {
+            ops.iter().map(|op| op.row().to_vec()).collect()
         } else {
-            let n = ops.len();
-            match self.store() {
-                Ok(store) => {
-                    let raw = store.write_batch(ops);
-                    // Mapping may fail the region closed (poisoned by a failed fsync).
-                    raw.into_iter()
-                        .map(|r| Some(r.map_err(|e| self.store_err(e))))
-                        .collect()
-                }
-                Err(e) => vec![Some(Err(e)); n],
+            HashSet::new()
+        };
+        let n = ops.len();
+        let (results, sync) = match self.store() {
+            Ok(_) if n == 0 => (Vec::new(), None),
+            Ok(store) => {
+                let (raw, sync) = if deferred {
+                    store.write_batch_deferred(ops)
+                } else {
+                    (store.write_batch(ops), None)
+                };
+                // Mapping may fail the region closed (poisoned by a failed fsync).
+                let results = raw
+                    .into_iter()
+                    .map(|r| Some(r.map_err(|e| self.store_err(e))))
+                    .collect();
+                (results, sync)
             }
+            Err(e) => (vec![Some(Err(e)); n], None),
         };
         // Before answering: a caller that saw its write acknowledged can rely on the router
         // having been told about the size.
         self.maybe_request_split();
+        match (sync, &self.syncer) {
+            (Some(sync), Some(syncer)) => {
+                self.sync_gen += 1;
+                let gen = self.sync_gen;
+                let job = syncer.sync(sync);
+                self.in_flight = Some(InFlight {
+                    gen,
+                    replies,
+                    results,
+                    rows,
+                });
+                ctx.spawn(
+                    job.into_actor(self)
+                        .map(move |res, act, ctx| act.synced(gen, res, ctx)),
+                );
+            }
+            _ => self.answer(replies, results),
+        }
+        self.maybe_flush(ctx);
+        self.maybe_compact(ctx);
+    }
+
+    /// The sync thread fsynced batch `gen` (or failed to).
+    fn synced(&mut self, gen: u64, res: SyncResult, ctx: &mut Context<Self>) {
+        let outcome = match res {
+            Ok((sync, took)) => match self.store.as_mut() {
+                // Recorded even for a batch a settle answered already: a failed fsync
+                // poisons the store whichever batch it was for.
+                Some(store) => store.finish_sync(sync, took).map_err(|e| self.store_err(e)),
+                None => Err(self.unavailable()),
+            },
+            Err(e) => {
+                self.fail(e.to_string());
+                Err(e)
+            }
+        };
+        let Some(f) = self.in_flight.take_if(|f| f.gen == gen) else {
+            return;
+        };
+        self.land(f, outcome);
+        self.commit(true, ctx);
+    }
+
+    /// Answer an in-flight batch once its fsync ended, then serve the reads it held back.
+    fn land(&mut self, f: InFlight, outcome: Result<(), ActorError>) {
+        let results = match outcome {
+            Ok(()) => f.results,
+            Err(e) => f.results.iter().map(|_| Some(Err(e.clone()))).collect(),
+        };
+        self.answer(f.replies, results);
+        for read in std::mem::take(&mut self.held_reads) {
+            match read {
+                HeldRead::Get(msg) => self.get(msg),
+                HeldRead::MultiGet(msg) => self.multi_get(msg),
+                HeldRead::Scan(msg) => self.scan(msg),
+            }
+        }
+    }
+
+    /// Whether the in-flight batch wrote a row `touches` accepts.
+    fn writing(&self, touches: impl Fn(&[u8]) -> bool) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|f| f.rows.iter().any(|r| touches(r)))
+    }
+
+    fn answer(
+        &mut self,
+        replies: Vec<(Reply<Vec<OpResult>>, Vec<Slot>)>,
+        mut results: Vec<Option<Result<WriteOutcome, ActorError>>>,
+    ) {
         for (reply, slots) in replies {
             let answer = slots
                 .into_iter()
@@ -272,8 +417,6 @@ impl RegionActor {
                 .collect();
             let _ = reply.send(Ok(answer));
         }
-        self.maybe_flush(ctx);
-        self.maybe_compact(ctx);
     }
 
     /// Once the memtable is full, freeze it and write it to a segment on a blocking thread;
@@ -433,6 +576,40 @@ impl Handler<Get> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Get, _: &mut Context<Self>) {
+        if self.writing(|r| r == msg.row.as_slice()) {
+            self.held_reads.push(HeldRead::Get(msg));
+            return;
+        }
+        self.get(msg);
+    }
+}
+
+impl Handler<MultiGet> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MultiGet, _: &mut Context<Self>) {
+        if self.writing(|r| msg.rows.iter().any(|(_, row)| row.as_slice() == r)) {
+            self.held_reads.push(HeldRead::MultiGet(msg));
+            return;
+        }
+        self.multi_get(msg);
+    }
+}
+
+impl Handler<ScanRegion> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ScanRegion, _: &mut Context<Self>) {
+        if self.writing(|r| msg.spec.contains(r)) {
+            self.held_reads.push(HeldRead::Scan(msg));
+            return;
+        }
+        self.scan(msg);
+    }
+}
+
+impl RegionActor {
+    fn get(&mut self, msg: Get) {
         if !self.owns(msg.bucket) {
             let _ = msg.reply.send(Err(Reject::NotOwner));
             return;
@@ -447,12 +624,8 @@ impl Handler<Get> for RegionActor {
         let res = res.map_err(|e| self.store_err(e).into());
         let _ = msg.reply.send(res);
     }
-}
 
-impl Handler<MultiGet> for RegionActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: MultiGet, _: &mut Context<Self>) {
+    fn multi_get(&mut self, msg: MultiGet) {
         if msg.rows.iter().any(|(b, _)| !self.owns(*b)) {
             let _ = msg.reply.send(Err(Reject::NotOwner));
             return;
@@ -477,12 +650,8 @@ impl Handler<MultiGet> for RegionActor {
         }
         let _ = msg.reply.send(Ok(out));
     }
-}
 
-impl Handler<ScanRegion> for RegionActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ScanRegion, _: &mut Context<Self>) {
+    fn scan(&mut self, msg: ScanRegion) {
         if msg.expect != self.range {
             let _ = msg.reply.send(Err(Reject::NotOwner));
             return;
@@ -537,7 +706,7 @@ impl Handler<Commit> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, _: Commit, ctx: &mut Context<Self>) {
-        self.commit_pending(ctx);
+        self.commit(true, ctx);
     }
 }
 
@@ -545,7 +714,7 @@ impl Handler<Flush> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
-        self.commit_pending(ctx);
+        self.settle(ctx);
         let res = match self.store() {
             Ok(store) => store.flush(),
             Err(e) => {
@@ -570,7 +739,7 @@ impl Handler<Compact> for RegionActor {
             }
             return;
         }
-        self.commit_pending(ctx);
+        self.settle(ctx);
         self.start_compaction(msg.major, msg.reply, ctx);
     }
 }
@@ -591,7 +760,7 @@ impl Handler<SetFamilies> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: SetFamilies, ctx: &mut Context<Self>) {
-        self.commit_pending(ctx);
+        self.settle(ctx);
         let res = match self.store() {
             Ok(store) => store.set_families(msg.families),
             Err(e) => {
@@ -614,7 +783,7 @@ impl Handler<PrepareSplit> for RegionActor {
             return;
         }
         // Invariant 2: every acknowledged write is in the store before the export reads it.
-        self.commit_pending(ctx);
+        self.settle(ctx);
         let upper = (msg.at, end);
         let families = match self.store() {
             Ok(store) => store.families().to_vec(),
@@ -675,7 +844,7 @@ impl Handler<Close> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Close, ctx: &mut Context<Self>) {
-        self.commit_pending(ctx);
+        self.settle(ctx);
         let res = match self.store.take() {
             // A failed store has nothing trustworthy to flush: drop it, recovery runs at the
             // next start.

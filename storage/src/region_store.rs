@@ -1871,6 +1871,20 @@ impl RegionStore {
         }
     }
 
+    /// fsync the log now if anything written to it is not yet durable (whatever the mode; a
+    /// deferred batch whose [`LogSync`] has not finished is then durable too). A failed fsync
+    /// poisons the store.
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_usable()?;
+        if self.log.has_unsynced() {
+            if let Err(e) = self.sync_log() {
+                self.poison(&e);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// In `Interval` mode, fsync the log if there are unsynced writes and the interval has
     /// elapsed since the last fsync. A failed fsync poisons the store.
     pub fn sync_if_due(&mut self) -> Result<()> {
