@@ -69,6 +69,12 @@ pub struct Config {
     #[arg(long, env = "KURA_SYNC_INTERVAL_MS", default_value_t = 100)]
     pub sync_interval_ms: u64,
 
+    /// In `sync` durability, fsync each region's log on a thread of its own, so that reads of
+    /// other rows are served during the fsync. Pays off where an fsync takes milliseconds; costs
+    /// throughput where it takes a fraction of one (README, "Highlights").
+    #[arg(long, env = "KURA_SYNC_THREAD")]
+    pub sync_thread: bool,
+
     /// Memtable budget per region, MiB; a region flushes to a segment past it.
     #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64)]
     pub memtable_mb: usize,
@@ -224,6 +230,7 @@ impl Config {
             mb => Some(mb << 20),
         };
         k.mailbox_capacity = self.mailbox_capacity.max(1);
+        k.sync_thread = self.sync_thread;
         k
     }
 

@@ -12,7 +12,8 @@
 //! (one fsync in `sync` durability), then every responder is answered. Under load, the writes
 //! that arrive while a commit is fsyncing form the next batch.
 //!
-//! In `sync` durability the fsync does not block the arbiter: the batch is applied and written
+//! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
+//! the arbiter: the batch is applied and written
 //! to the log, then fsynced on the region's sync thread ([`crate::background::Syncer`]) while
 //! the arbiter goes on serving the region (and the other regions on its thread). The batch
 //! stays *in flight* until the fsync returns; only then are its writers answered and the next
@@ -61,6 +62,7 @@ pub(crate) struct RegionSettings {
     pub idempotency_window: Duration,
     pub split_threshold: Option<u64>,
     pub mailbox_capacity: usize,
+    pub sync_thread: bool,
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
 }
 
@@ -178,7 +180,7 @@ impl RegionActor {
                 sync_gen: 0,
                 syncer: None,
             };
-            if act.settings.durability == Durability::Sync {
+            if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
                     .inspect_err(|e| {
                         tracing::warn!(region = act.id, error = %e, "no log-sync thread: fsyncs run on the arbiter");

@@ -8,10 +8,20 @@ use std::sync::Arc;
 
 #[actix_rt::test]
 async fn a_poisoned_region_fails_closed_while_the_others_serve() {
+    poisoned_region_fails_closed(false).await;
+}
+
+#[actix_rt::test]
+async fn a_region_poisoned_on_its_sync_thread_fails_closed_while_the_others_serve() {
+    poisoned_region_fails_closed(true).await;
+}
+
+async fn poisoned_region_fails_closed(sync_thread: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = SimFs::new();
     let mut cfg = config(dir.path());
     cfg.durability = storage::Durability::Sync;
+    cfg.sync_thread = sync_thread;
     cfg.file_system = Some(Arc::new(sim.clone()));
     let kura = Kura::start(cfg).await.expect("start");
     kura.create_table(table("t", 16, 4)).await.expect("create");

@@ -1,4 +1,4 @@
-//! In `sync` durability a region fsyncs its log on its sync thread: while the disk works, the
+//! With `sync_thread`, in `sync` durability a region fsyncs its log on its sync thread: while the disk works, the
 //! region serves reads of other rows, holds back reads of the rows being written (no read sees
 //! a write before it is durable), and gathers the writes that arrive into the next batch.
 
@@ -137,6 +137,7 @@ async fn start(gate: &Arc<Gate>) -> Kura {
     let dir = tempfile::tempdir().expect("tempdir").keep();
     let mut cfg = config(&dir);
     cfg.durability = storage::Durability::Sync;
+    cfg.sync_thread = true;
     cfg.file_system = Some(Arc::new(GatedFs {
         inner: SimFs::new(),
         gate: gate.clone(),
