@@ -147,6 +147,14 @@ pub struct Args {
     /// `--durability` for a spawned server (sync, interval, none).
     #[arg(long)]
     pub durability: Option<String>,
+    /// Before the run, measure the disk's fsync latency in this directory (put it on the file
+    /// system of the server's data dir) for `--disk-probe-secs`: in `sync` durability, the
+    /// floor of every write's latency, to read a write workload's p99 against.
+    #[arg(long)]
+    pub disk_probe: Option<PathBuf>,
+    /// How long the disk probe runs.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub disk_probe_secs: Duration,
     /// Extra argument for a spawned server (repeatable).
     #[arg(long = "server-arg", allow_hyphen_values = true)]
     pub server_args: Vec<String>,
@@ -216,6 +224,13 @@ fn invalid_answers(phases: &[PhaseResult], v: &mut Verification) {
 /// Baseline, prepare, load, run, verify against `addr`.
 pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Result<RunResult> {
     let (started, _) = now_unix();
+    let disk = match &args.disk_probe {
+        Some(dir) => Some(
+            crate::probe::fsync_probe(dir, args.disk_probe_secs)
+                .map_err(|e| LoadError::Args(format!("disk probe in {}: {e}", dir.display())))?,
+        ),
+        None => None,
+    };
     let baseline = if args.no_baseline {
         None
     } else {
@@ -285,6 +300,7 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
         baseline_after,
         phases,
         ratios,
+        disk,
         verification,
         passed,
     })

@@ -10,6 +10,7 @@
 //! - `workload/`: PE operations, YCSB A–F, the four apps with their correctness oracles.
 //! - `report.rs`: `result.json`, `summary.md`, SVG charts, the sweep table.
 //! - `server.rs`: starting a server binary on a free port for a run or a sweep.
+//! - `probe.rs`: the disk's own fsync latency (`--disk-probe`), the floor of a synced write.
 //!
 //! # Invariants
 //! 1. Latency is always measured from when the operation should have started: the send time
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod client;
 pub mod error;
 pub mod keygen;
+pub mod probe;
 pub mod report;
 pub mod runner;
 pub mod server;

@@ -135,6 +135,9 @@ pub struct RunResult {
     pub phases: Vec<PhaseResult>,
     /// Run phases relative to the baseline.
     pub ratios: Vec<Ratio>,
+    /// The disk's fsync latency, probed before the run (`--disk-probe`).
+    #[serde(default)]
+    pub disk: Option<crate::probe::DiskProbe>,
     /// End-of-run correctness check.
     pub verification: Verification,
     /// No correctness failure.
@@ -169,7 +172,11 @@ pub fn summary_markdown(r: &RunResult) -> String {
         (None, Some(o)) => format!("{o} ops"),
         (None, None) => "-".into(),
     };
-    let _ = writeln!(s, "- bound: {bound}\n");
+    let _ = writeln!(s, "- bound: {bound}");
+    if let Some(d) = &r.disk {
+        let _ = writeln!(s, "- {}", d.describe());
+    }
+    let _ = writeln!(s);
     let _ = writeln!(
         s,
         "| phase | mode | conns | ops | ops/s | x healthz | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
@@ -562,6 +569,7 @@ mod tests {
             duration_s: Some(1.0),
             ops: None,
             ratios: vec![Ratio::of(&run, &[&baseline])],
+            disk: None,
             baseline: Some(baseline),
             baseline_after: None,
             phases: vec![run],
