@@ -38,8 +38,8 @@ pub const RESERVED_NAMES: &[&str] = &[
 /// Registers every route. The server and the tests build the same `App` with this:
 /// `App::new().app_data(state).configure(kura::configure)`.
 ///
-/// Order matters: fixed prefixes (`/healthz`, `/metrics`, `/admin`, `/ui`, `/apps`) are
-/// registered before the REST API's catch-all `/{table}/...` routes.
+/// Fixed prefixes (`/healthz`, `/metrics`, `/admin`, `/ui`, `/apps`) are
+/// registered as resources; the REST API is the default service that gets every other path.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     ops::configure(cfg);
     apps::configure(cfg);

@@ -41,12 +41,12 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use kura_actors::TableDescriptor;
 use kura_storage::model::ColumnSpec;
 
-/// Registers the REST API: one catch-all resource, dispatched on the raw path, after every
-/// fixed prefix other modules registered.
+/// Registers the REST API: the default service, dispatched on the raw path, so it gets every
+/// request no fixed prefix of another module matched (and costs no pattern match of its own).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     meta::mark_started();
     crate::ops::metrics::register_scanner_count(scanners::open_count);
-    cfg.service(web::resource("/{tail:.*}").to(dispatch));
+    cfg.default_service(web::to(dispatch));
 }
 
 /// True if `name` can be a table: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}` and not reserved.
