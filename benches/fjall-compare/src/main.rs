@@ -25,7 +25,7 @@
 
 use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 
-/// With `--features mimalloc`, both engines run on the `kura` server's allocator.
+/// With the `mimalloc` feature (the default), both engines run on the `kura` server's allocator.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
