@@ -13,24 +13,24 @@
 //! that arrive while a commit is fsyncing form the next batch.
 //!
 //! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
-//! the arbiter: the batch is applied and written
-//! to the log, then fsynced on the region's sync thread ([`crate::background::Syncer`]) while
-//! the arbiter goes on serving the region (and the other regions on its thread). The batch
-//! stays *in flight* until the fsync returns; only then are its writers answered and the next
-//! batch (everything that queued meanwhile) committed. A read that touches a row of the
-//! in-flight batch is held back until then, so no read ever sees a write that is not durable.
-//! Anything that changes what the region owns or holds first *settles*: it fsyncs the
-//! in-flight batch on the arbiter, answers it, and commits the queue synchronously.
+//! the arbiter: the batch is applied and written to the log, then fsynced on the region's sync
+//! thread ([`crate::background::Syncer`]) while the arbiter goes on serving the region (and the
+//! other regions on its thread). The batch stays *in flight* until the fsync returns; only then
+//! are its writers answered and the next batch (everything that queued meanwhile) committed. A
+//! read that touches a row of the in-flight batch is held back until then, so no read ever sees
+//! a write that is not durable. Anything that changes what the region owns or holds first
+//! *settles*: it fsyncs the in-flight batch on the arbiter, answers it, and commits the queue
+//! synchronously.
 //!
 //! # Invariants
 //! 1. Writes are answered only after they are durable to the durability mode (`write_batch`
 //!    returned, or the in-flight batch's fsync succeeded).
-//! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
 //! 2. Waiting writes are committed before anything that changes what the region owns or holds
 //!    (split, close, flush, alter), so no acknowledged write can miss an export.
 //! 3. A request routed by a bucket the region does not own is answered `NotOwner`, never served.
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
+//! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
 
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
