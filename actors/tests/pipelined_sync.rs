@@ -184,6 +184,10 @@ async fn other_rows_are_read_while_a_write_waits_for_its_fsync_and_its_row_waits
     gate.set_closed(false);
     write.await.expect("join").expect("the write succeeds");
     assert_eq!(held.await.expect("join").as_deref(), Some(&b"2"[..]));
+    // The fsync was held over 100 ms: the region counts it as a disk stall.
+    let regions = kura.regions("t").await.expect("stats");
+    let slow: u64 = regions.iter().map(|r| r.stats.fsyncs_slow).sum();
+    assert_eq!(slow, 1, "one slow fsync counted");
 }
 
 #[actix_rt::test]

@@ -662,6 +662,12 @@ const REGION_METRICS: &[RegionMetric] = &[
         |r| r.stats.fsync_max_micros as f64 / 1e6,
     ),
     (
+        "kura_region_fsyncs_slow_total",
+        "counter",
+        "Log fsyncs slower than 10 ms: disk stalls, each holding every write waiting on it.",
+        |r| r.stats.fsyncs_slow as f64,
+    ),
+    (
         "kura_region_recovery_seconds",
         "gauge",
         "Time the region's store took to open: manifest, segments and log replay.",

@@ -154,6 +154,9 @@ pub struct RecoveryReport {
     pub duration: Duration,
 }
 
+/// An fsync slower than this is counted in [`RegionStats::fsyncs_slow`].
+pub const SLOW_FSYNC: Duration = Duration::from_millis(10);
+
 /// Figures for metrics and the console (serialized as they are by the admin API).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RegionStats {
@@ -176,6 +179,9 @@ pub struct RegionStats {
     /// Time spent in log fsyncs, total and longest, in microseconds.
     pub fsync_micros: u64,
     pub fsync_max_micros: u64,
+    /// Log fsyncs that took longer than [`SLOW_FSYNC`]: each one held every write waiting on it
+    /// (the disk's stalls, which bound a write workload's tail latency).
+    pub fsyncs_slow: u64,
     /// What the last open's recovery did: time taken, log records replayed, bytes dropped
     /// from a damaged log tail.
     pub recovery_micros: u64,
@@ -1833,6 +1839,7 @@ impl RegionStore {
         self.stats.fsync_micros = self.stats.fsync_micros.saturating_add(micros);
         self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
         self.stats.fsyncs += 1;
+        self.stats.fsyncs_slow += u64::from(took > SLOW_FSYNC);
         self.last_sync = Instant::now();
     }
 

@@ -27,6 +27,7 @@ fn sync_writes_count_fsyncs_and_their_time_and_reopen_reports_the_replay() {
     assert_eq!(stats.fsyncs, 2, "one fsync per batch");
     assert_eq!(stats.synced_writes, 3);
     assert!(stats.fsync_max_micros <= stats.fsync_micros);
+    assert!(stats.fsyncs_slow <= stats.fsyncs);
     // Dropped without close: the next open replays the log.
     drop(store);
     let (store, report) = RegionStore::open(dir.path(), opts).expect("reopen");
