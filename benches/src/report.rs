@@ -214,6 +214,20 @@ pub fn summary_markdown(r: &RunResult) -> String {
             m.errors
         );
     }
+    let fsyncs: Vec<String> = r
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let f = p.server_fsyncs.filter(|f| f.fsyncs > 0)?;
+            Some(format!(
+                "{}: {} log fsyncs, {} over 10 ms",
+                p.name, f.fsyncs, f.slow
+            ))
+        })
+        .collect();
+    if !fsyncs.is_empty() {
+        let _ = writeln!(s, "\nserver (`/metrics`): {}", fsyncs.join("; "));
+    }
     for p in &r.phases {
         if p.name == "load" {
             continue;
@@ -526,6 +540,7 @@ mod tests {
             mode: Mode::Closed,
             connections: 4,
             summary: rec.summary(Duration::from_secs(1)),
+            server_fsyncs: None,
         }
     }
 

@@ -69,6 +69,49 @@ pub struct PhaseResult {
     pub connections: usize,
     /// What was measured.
     pub summary: Summary,
+    /// The server's log fsyncs during the phase (from `/metrics`, when it serves them).
+    #[serde(default)]
+    pub server_fsyncs: Option<ServerFsyncs>,
+}
+
+/// Log fsyncs a Kura server made during a phase: how many, and how many took over 10 ms (disk
+/// stalls; every write waiting on one waits with it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ServerFsyncs {
+    pub fsyncs: u64,
+    pub slow: u64,
+}
+
+/// `kura_region_fsyncs_total` and `kura_region_fsyncs_slow_total` summed over every region, or
+/// `None` if the server has no such `/metrics` (another server, an older Kura).
+async fn scrape_fsyncs(addr: &str, timeout: Duration) -> Option<(f64, f64)> {
+    let mut conn = Conn::new(addr, timeout).ok()?;
+    let resp = conn.get("/metrics").await.ok()?;
+    if resp.status != 200 {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&resp.body);
+    Some((
+        metric_sum(&text, "kura_region_fsyncs_total")?,
+        metric_sum(&text, "kura_region_fsyncs_slow_total")?,
+    ))
+}
+
+/// The sum of every sample of metric `name` in a Prometheus text exposition (`None` if absent
+/// or unreadable).
+fn metric_sum(text: &str, name: &str) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            continue; // another metric whose name starts with this one
+        }
+        let value = rest.rsplit(' ').next()?.parse::<f64>().ok()?;
+        *found.get_or_insert(0.0) += value;
+    }
+    found
 }
 
 fn progress_bar(cfg: &PhaseConfig) -> ProgressBar {
@@ -105,6 +148,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
+    let fsyncs_before = scrape_fsyncs(&cfg.addr, cfg.timeout).await;
     let pb = progress_bar(cfg);
     let mut handles = Vec::with_capacity(cfg.connections);
     for idx in 0..cfg.connections {
@@ -194,11 +238,19 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
     let elapsed = start.elapsed();
     ticker.abort();
     pb.finish_and_clear();
+    let server_fsyncs = match (fsyncs_before, scrape_fsyncs(&cfg.addr, cfg.timeout).await) {
+        (Some((f0, s0)), Some((f1, s1))) => Some(ServerFsyncs {
+            fsyncs: (f1 - f0).max(0.0) as u64,
+            slow: (s1 - s0).max(0.0) as u64,
+        }),
+        _ => None,
+    };
     Ok(PhaseResult {
         name: cfg.name.clone(),
         mode: cfg.mode,
         connections: cfg.connections,
         summary: total.summary(elapsed),
+        server_fsyncs,
     })
 }
 
@@ -277,6 +329,7 @@ pub async fn load_phase(
         mode: Mode::Closed,
         connections: cfg.connections,
         summary: total.summary(start.elapsed()),
+        server_fsyncs: None,
     })
 }
 
@@ -366,5 +419,16 @@ mod tests {
             .expect("run");
         assert_eq!(r.summary.ops, 123);
         assert_eq!(r.summary.kinds["health"].ops, 123);
+    }
+
+    #[test]
+    fn metric_sum_adds_every_region_and_ignores_longer_names() {
+        let text = "# HELP kura_region_fsyncs_total Log fsyncs.\n\
+                    kura_region_fsyncs_total{table=\"t\",region=\"1\"} 3\n\
+                    kura_region_fsyncs_total{table=\"t\",region=\"2\"} 4\n\
+                    kura_region_fsyncs_slow_total{table=\"t\",region=\"1\"} 1\n";
+        assert_eq!(metric_sum(text, "kura_region_fsyncs_total"), Some(7.0));
+        assert_eq!(metric_sum(text, "kura_region_fsyncs_slow_total"), Some(1.0));
+        assert_eq!(metric_sum(text, "kura_region_flushes_total"), None);
     }
 }
