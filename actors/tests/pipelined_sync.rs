@@ -133,9 +133,9 @@ async fn wait_for(what: &str, cond: impl Fn() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
-async fn start(gate: &Arc<Gate>) -> Kura {
-    let dir = tempfile::tempdir().expect("tempdir").keep();
-    let mut cfg = config(&dir);
+/// A server whose regions live on a gated `SimFs` (the catalog in `dir`).
+async fn start(gate: &Arc<Gate>, dir: &tempfile::TempDir) -> Kura {
+    let mut cfg = config(dir.path());
     cfg.durability = storage::Durability::Sync;
     cfg.sync_thread = true;
     cfg.file_system = Some(Arc::new(GatedFs {
@@ -158,7 +158,8 @@ fn get(kura: &Kura, row: &'static [u8]) -> impl std::future::Future<Output = Opt
 #[actix_rt::test]
 async fn other_rows_are_read_while_a_write_waits_for_its_fsync_and_its_row_waits_with_it() {
     let gate = Arc::new(Gate::default());
-    let kura = start(&gate).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = start(&gate, &dir).await;
     kura.mutate("t", put(b"a", b"1")).await.expect("put a");
 
     gate.set_closed(true);
@@ -193,7 +194,8 @@ async fn other_rows_are_read_while_a_write_waits_for_its_fsync_and_its_row_waits
 #[actix_rt::test]
 async fn writes_that_arrive_during_an_fsync_are_committed_together_after_it() {
     let gate = Arc::new(Gate::default());
-    let kura = start(&gate).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = start(&gate, &dir).await;
     let before = kura.regions("t").await.expect("stats");
     let fsyncs_before: u64 = before.iter().map(|s| s.stats.fsyncs).sum();
 
