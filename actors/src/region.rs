@@ -112,11 +112,23 @@ struct InFlight {
     rows: HashSet<Vec<u8>>,
 }
 
-/// A read held back until the in-flight batch is durable.
-enum HeldRead {
+/// A read request: served at once, or held back until the in-flight batch is durable if it
+/// touches one of the batch's rows.
+enum Read {
     Get(Get),
     MultiGet(MultiGet),
     Scan(ScanRegion),
+}
+
+impl Read {
+    /// Whether the read would see `row`.
+    fn touches(&self, row: &[u8]) -> bool {
+        match self {
+            Read::Get(m) => m.row == row,
+            Read::MultiGet(m) => m.rows.iter().any(|(_, r)| r == row),
+            Read::Scan(m) => m.spec.contains(row),
+        }
+    }
 }
 
 /// The result of an in-flight batch's fsync, as the sync thread hands it back.
@@ -145,7 +157,7 @@ pub struct RegionActor {
     split_cleanup_due: bool,
     compacting: bool,
     in_flight: Option<InFlight>,
-    held_reads: Vec<HeldRead>,
+    held_reads: Vec<Read>,
     sync_gen: u64,
     /// Started with the region in `sync` durability; `None`: fsync on the arbiter.
     syncer: Option<Syncer>,
@@ -385,19 +397,22 @@ impl RegionActor {
         };
         self.answer(f.replies, results);
         for read in std::mem::take(&mut self.held_reads) {
-            match read {
-                HeldRead::Get(msg) => self.get(msg),
-                HeldRead::MultiGet(msg) => self.multi_get(msg),
-                HeldRead::Scan(msg) => self.scan(msg),
-            }
+            self.read(read);
         }
     }
 
-    /// Whether the in-flight batch wrote a row `touches` accepts.
-    fn writing(&self, touches: impl Fn(&[u8]) -> bool) -> bool {
-        self.in_flight
+    /// Serve `read`, or hold it back if it touches a row of the in-flight batch (invariant 5).
+    fn read(&mut self, read: Read) {
+        let held = self
+            .in_flight
             .as_ref()
-            .is_some_and(|f| f.rows.iter().any(|r| touches(r)))
+            .is_some_and(|f| f.rows.iter().any(|r| read.touches(r)));
+        match read {
+            read if held => self.held_reads.push(read),
+            Read::Get(msg) => self.get(msg),
+            Read::MultiGet(msg) => self.multi_get(msg),
+            Read::Scan(msg) => self.scan(msg),
+        }
     }
 
     fn answer(
@@ -578,11 +593,7 @@ impl Handler<Get> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Get, _: &mut Context<Self>) {
-        if self.writing(|r| r == msg.row.as_slice()) {
-            self.held_reads.push(HeldRead::Get(msg));
-            return;
-        }
-        self.get(msg);
+        self.read(Read::Get(msg));
     }
 }
 
@@ -590,11 +601,7 @@ impl Handler<MultiGet> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: MultiGet, _: &mut Context<Self>) {
-        if self.writing(|r| msg.rows.iter().any(|(_, row)| row.as_slice() == r)) {
-            self.held_reads.push(HeldRead::MultiGet(msg));
-            return;
-        }
-        self.multi_get(msg);
+        self.read(Read::MultiGet(msg));
     }
 }
 
@@ -602,11 +609,7 @@ impl Handler<ScanRegion> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: ScanRegion, _: &mut Context<Self>) {
-        if self.writing(|r| msg.spec.contains(r)) {
-            self.held_reads.push(HeldRead::Scan(msg));
-            return;
-        }
-        self.scan(msg);
+        self.read(Read::Scan(msg));
     }
 }
 

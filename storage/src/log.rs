@@ -299,7 +299,7 @@ pub(crate) fn replay<T: Default + Send>(
     classify: bool,
     threads: usize,
     max_chunk: usize,
-    fold: &(dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync),
+    fold: &Fold<T>,
     apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let map = fs.map(path).map_err(|e| Error::io(path, e))?;
@@ -315,6 +315,9 @@ pub(crate) fn replay<T: Default + Send>(
     replay_bytes(bytes, classify, threads, chunk, fold, apply)
 }
 
+/// Folds one decoded record into a chunk's accumulator (on whichever thread decodes it).
+pub(crate) type Fold<T> = dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync;
+
 /// Logs shorter than this replay on the calling thread.
 const PARALLEL_MIN: usize = 1 << 20;
 /// Smallest chunk of frames decoded as one unit by [`replay`] (unless `max_chunk` is smaller).
@@ -328,7 +331,7 @@ fn replay_bytes<T: Default + Send>(
     classify: bool,
     threads: usize,
     chunk: usize,
-    fold: &(dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync),
+    fold: &Fold<T>,
     apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let file_len = bytes.len() as u64;
@@ -547,7 +550,7 @@ fn walk<T>(
     version: u8,
     classify: bool,
     acc: &mut T,
-    fold: &(dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync),
+    fold: &Fold<T>,
 ) -> Result<Walked> {
     let mut at = from;
     let mut records = 0;

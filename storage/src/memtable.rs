@@ -53,7 +53,6 @@ pub(crate) struct MemtableBuilder {
     runs: Vec<Vec<(MemKey, MemValue)>>,
     /// An upper bound of the built memtable's `bytes` (duplicates are counted).
     bytes: usize,
-    first_seq: Option<u64>,
     max_seq: u64,
     /// Some entry arrived with a lower seq than one before it (a log replays in seq order, so
     /// this is not expected; `build` then orders identical keys by seq itself).
@@ -64,7 +63,6 @@ impl InsertEntry for MemtableBuilder {
     fn insert(&mut self, key: MemKey, seq: u64, value: Vec<u8>) {
         self.bytes += key.heap_bytes() + value.len() + ENTRY_OVERHEAD;
         self.out_of_order |= seq < self.max_seq;
-        self.first_seq.get_or_insert(seq);
         self.max_seq = self.max_seq.max(seq);
         let entry = (
             key,
@@ -87,11 +85,10 @@ impl MemtableBuilder {
 
     /// Take `later`'s entries as if inserted after this builder's (no entry is copied).
     pub(crate) fn absorb(&mut self, later: MemtableBuilder) {
-        let Some(first) = later.first_seq else {
+        let Some(first) = later.runs.first().and_then(|r| r.first()) else {
             return;
         };
-        self.out_of_order |= later.out_of_order || first < self.max_seq;
-        self.first_seq.get_or_insert(first);
+        self.out_of_order |= later.out_of_order || first.1.seq < self.max_seq;
         self.max_seq = self.max_seq.max(later.max_seq);
         self.bytes += later.bytes;
         self.runs.extend(later.runs);

@@ -311,7 +311,6 @@ fn apply_record(memtable: &mut Memtable, rec: LogRecord) -> Result<()> {
     Ok(())
 }
 
-/// [`apply_record`] for a record decoded in place during replay.
 /// What replaying one chunk of a log gathered (see [`log::replay`]): built on a decoding
 /// thread, applied to the recovering store in log order.
 #[derive(Default)]
@@ -334,6 +333,7 @@ fn fold_replayed(c: &mut Replayed, rec: log::LogRecordRef<'_>) -> Result<()> {
     Ok(())
 }
 
+/// [`apply_record`] for a record decoded in place during replay.
 fn apply_record_ref(memtable: &mut impl InsertEntry, rec: &log::LogRecordRef<'_>) -> Result<()> {
     for (i, c) in rec.cells.iter().enumerate() {
         let kind = Kind::from_u8(c.kind)
@@ -707,7 +707,7 @@ impl std::fmt::Debug for FlushTask {
 /// a crash first only leaves them for the next open to delete.
 #[must_use = "drop it where a long free does not stall anything"]
 pub struct RetiredMemtable {
-    _mem: Option<Arc<Memtable>>,
+    _mem: Arc<Memtable>,
     fs: Arc<dyn FileSystem>,
     logs: Vec<PathBuf>,
 }
@@ -715,7 +715,7 @@ pub struct RetiredMemtable {
 impl RetiredMemtable {
     fn new(mem: Arc<Memtable>, fs: &Arc<dyn FileSystem>) -> RetiredMemtable {
         RetiredMemtable {
-            _mem: Some(mem),
+            _mem: mem,
             fs: fs.clone(),
             logs: Vec::new(),
         }
@@ -1896,15 +1896,10 @@ impl RegionStore {
     /// elapsed since the last fsync. A failed fsync poisons the store.
     pub fn sync_if_due(&mut self) -> Result<()> {
         self.check_usable()?;
-        if let Durability::Interval(d) = self.durability {
-            if self.log.has_unsynced() && self.last_sync.elapsed() >= d {
-                if let Err(e) = self.sync_log() {
-                    self.poison(&e);
-                    return Err(e);
-                }
-            }
+        match self.durability {
+            Durability::Interval(d) if self.last_sync.elapsed() >= d => self.sync(),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Write the memtables to a new segment and rotate the log (FORMAT.md "Flush"), now.
