@@ -75,6 +75,11 @@ pub struct Config {
     #[arg(long, env = "KURA_SYNC_THREAD")]
     pub sync_thread: bool,
 
+    /// Pin region arbiter i to CPU i (thread per core). Keeps two busy arbiters from being
+    /// scheduled onto one CPU; best on a machine dedicated to the server.
+    #[arg(long, env = "KURA_PIN_ARBITERS")]
+    pub pin_arbiters: bool,
+
     /// Memtable budget per region, MiB; a region flushes to a segment past it.
     #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64)]
     pub memtable_mb: usize,
@@ -231,6 +236,7 @@ impl Config {
         };
         k.mailbox_capacity = self.mailbox_capacity.max(1);
         k.sync_thread = self.sync_thread;
+        k.pin_arbiters = self.pin_arbiters;
         k
     }
 

@@ -45,6 +45,11 @@ pub struct KuraConfig {
     /// throughput (more thread wake-ups) for no gain in tail latency; it pays where an fsync
     /// takes milliseconds.
     pub sync_thread: bool,
+    /// Pin arbiter `i` to CPU `i` (modulo the CPUs this process may use), one region thread
+    /// per core as thread-per-core servers do. Unpinned, the kernel's wake-affine scheduling
+    /// tends to pull two arbiters that keep waking each other onto one CPU, where they run no
+    /// faster than one arbiter. Best when the machine is dedicated to the server.
+    pub pin_arbiters: bool,
     /// The file system region stores live on; `None` = the real one. Tests pass a
     /// [`kura_storage::SimFs`] to inject I/O faults into regions.
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
@@ -64,6 +69,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("split_threshold", &self.split_threshold)
             .field("mailbox_capacity", &self.mailbox_capacity)
             .field("sync_thread", &self.sync_thread)
+            .field("pin_arbiters", &self.pin_arbiters)
             .field("file_system", &self.file_system.as_ref().map(|_| "custom"))
             .finish()
     }
@@ -84,6 +90,7 @@ impl KuraConfig {
             split_threshold: Some(1 << 30),
             mailbox_capacity: 1024,
             sync_thread: false,
+            pin_arbiters: false,
             file_system: None,
         }
     }
@@ -135,6 +142,9 @@ struct Inner {
     routes: Arc<RoutingTable>,
     router: Addr<RouterActor>,
     closing: AtomicBool,
+    /// The arbiters the regions run on (their threads), for callers that want to run next to
+    /// them (`Kura::arbiters`).
+    arbiters: Vec<actix::ArbiterHandle>,
     /// The data directory's `LOCK` file, locked exclusively from `start` until `shutdown` (or
     /// the process's end): two servers on one directory would each replay and append to the
     /// same logs.
@@ -189,6 +199,23 @@ impl Reroute {
     }
 }
 
+/// Pin arbiter `i` to the `i`-th CPU this process may run on (wrapping). Best effort: a CPU
+/// that cannot be pinned leaves its arbiter unpinned, with a warning.
+fn pin(arbiters: &[Arbiter]) {
+    let Some(cores) = core_affinity::get_core_ids().filter(|c| !c.is_empty()) else {
+        tracing::warn!("pin_arbiters: the CPUs of this process are unknown; arbiters not pinned");
+        return;
+    };
+    for (i, arbiter) in arbiters.iter().enumerate() {
+        let core = cores[i % cores.len()];
+        arbiter.spawn_fn(move || {
+            if !core_affinity::set_for_current(core) {
+                tracing::warn!(arbiter = i, core = core.id, "could not pin the arbiter");
+            }
+        });
+    }
+}
+
 fn router_gone(e: actix::MailboxError) -> ActorError {
     match e {
         actix::MailboxError::Closed => ActorError::ShuttingDown,
@@ -215,6 +242,10 @@ impl Kura {
             n => n,
         };
         let arbiters: Vec<Arbiter> = (0..threads).map(|_| Arbiter::new()).collect();
+        if config.pin_arbiters {
+            pin(&arbiters);
+        }
+        let handles = arbiters.iter().map(|a| a.handle()).collect();
         let routes = Arc::new(RoutingTable::default());
         let settings = RegionSettings {
             durability: config.durability,
@@ -242,6 +273,7 @@ impl Kura {
                 routes,
                 router,
                 closing: AtomicBool::new(false),
+                arbiters: handles,
                 lock: parking_lot::Mutex::new(Some(lock)),
             }),
         })
@@ -262,6 +294,13 @@ impl Kura {
             self.inner.lock.lock().take();
         }
         closed
+    }
+
+    /// The arbiters (threads) the regions run on. Work spawned on them shares the regions'
+    /// threads instead of adding one: a thread-per-core caller, or a bench measuring how the
+    /// topology scales with its thread count alone.
+    pub fn arbiters(&self) -> &[actix::ArbiterHandle] {
+        &self.inner.arbiters
     }
 
     /// The configuration the topology was started with.

@@ -1,0 +1,66 @@
+//! `pin_arbiters`: each arbiter runs on one CPU of its own, and the pinned topology serves.
+
+mod common;
+use common::*;
+use kura_actors::*;
+
+/// The CPUs the calling thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect()
+}
+
+#[actix_rt::test]
+async fn pinned_arbiters_each_run_on_one_cpu_of_their_own_and_serve() {
+    let cpus = allowed_cpus();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.pin_arbiters = true;
+    let kura = Kura::start(c).await.expect("start");
+    let mut seen = Vec::new();
+    for arbiter in kura.arbiters() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // Queued after the pinning, which the arbiter runs first.
+        assert!(arbiter.spawn_fn(move || {
+            let _ = tx.send(allowed_cpus());
+        }));
+        seen.push(rx.await.expect("the arbiter answers"));
+    }
+    assert_eq!(seen.len(), 2);
+    for (i, mask) in seen.iter().enumerate() {
+        assert_eq!(mask, &vec![cpus[i % cpus.len()]], "arbiter {i}");
+    }
+    kura.create_table(table("p", 16, 4)).await.expect("create");
+    let put = RowMutation {
+        row: b"r".to_vec(),
+        mutations: vec![Mutation::Put {
+            family: b"cf".to_vec(),
+            qualifier: b"q".to_vec(),
+            timestamp: None,
+            value: b"v".to_vec(),
+        }],
+    };
+    kura.mutate("p", put).await.expect("put");
+    let row = kura
+        .get("p", b"r", &ReadSpec::default())
+        .await
+        .expect("get");
+    assert_eq!(row.expect("row").cells[0].value, b"v");
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn arbiters_are_not_pinned_by_default() {
+    let cpus = allowed_cpus();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    assert!(kura.arbiters()[0].spawn_fn(move || {
+        let _ = tx.send(allowed_cpus());
+    }));
+    assert_eq!(rx.await.expect("the arbiter answers"), cpus);
+    kura.shutdown().await.expect("shutdown");
+}
