@@ -56,8 +56,8 @@ pub struct Config {
     #[arg(long, env = "KURA_ARBITERS", default_value_t = 0)]
     pub arbiters: usize,
 
-    /// Regions a new table gets unless its schema sets KURA_REGIONS.
-    #[arg(long, env = "KURA_DEFAULT_REGIONS", default_value_t = 4)]
+    /// Regions a new table gets unless its schema sets KURA_REGIONS (0 = one per arbiter).
+    #[arg(long, env = "KURA_DEFAULT_REGIONS", default_value_t = 0)]
     pub default_regions: u32,
 
     /// When a write is acknowledged: after fsync (sync), before a periodic fsync (interval), or
@@ -215,7 +215,7 @@ impl Config {
     pub fn kura_config(&self) -> KuraConfig {
         let mut k = KuraConfig::new(self.data_dir.clone());
         k.arbiters = self.arbiters;
-        k.default_regions = self.default_regions.max(1);
+        k.default_regions = self.default_regions;
         k.durability = match self.durability {
             DurabilityArg::Sync => Durability::Sync,
             DurabilityArg::Interval => {

@@ -1,4 +1,4 @@
-//! `pin_arbiters`: each arbiter runs on one CPU of its own, and the pinned topology serves.
+//! The arbiter pool: pinning (`pin_arbiters`) and the default region count (one per arbiter).
 
 mod common;
 use common::*;
@@ -62,5 +62,27 @@ async fn arbiters_are_not_pinned_by_default() {
         let _ = tx.send(allowed_cpus());
     }));
     assert_eq!(rx.await.expect("the arbiter answers"), cpus);
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn a_new_table_gets_one_region_per_arbiter_by_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.arbiters = 3;
+    c.default_regions = 0;
+    let kura = Kura::start(c).await.expect("start");
+    assert_eq!(kura.config().default_regions, 3);
+    let mut d = table("d", 16, 1);
+    d.initial_regions = None;
+    kura.create_table(d).await.expect("create");
+    let regions = kura.regions("d").await.expect("regions");
+    assert_eq!(regions.len(), 3);
+    let mut arbiters: Vec<usize> = regions.iter().map(|r| r.arbiter).collect();
+    arbiters.sort_unstable();
+    assert_eq!(arbiters, vec![0, 1, 2], "one region on each arbiter");
+    // A table that asks for its own count keeps it.
+    kura.create_table(table("e", 16, 5)).await.expect("create");
+    assert_eq!(kura.regions("e").await.expect("regions").len(), 5);
     kura.shutdown().await.expect("shutdown");
 }
