@@ -10,13 +10,12 @@
 //! 3. On input `key`, `column` and `timestamp` may be missing (the caller supplies fallbacks);
 //!    anything malformed is a 400 naming what is wrong.
 
-use super::media::{b64_decode, b64_encode, Repr};
+use super::media::{b64_decode, Repr};
 use crate::error::{ApiError, ApiResult};
 use kura_storage::model::{Cell, Row, Timestamp};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 use serde_json::Value;
-use std::fmt::Write as _;
 
 /// One cell of a request body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,37 +223,58 @@ pub fn column_bytes(c: &Cell) -> Vec<u8> {
     col
 }
 
+/// Appends the base64 of `bytes` to `out` (no intermediate string).
+fn push_b64(out: &mut String, bytes: &[u8]) {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode_string(bytes, out);
+}
+
+/// Appends the base64 of a cell's `family:qualifier`, built in `scratch`.
+fn push_b64_column(out: &mut String, scratch: &mut Vec<u8>, c: &Cell) {
+    scratch.clear();
+    scratch.extend_from_slice(&c.family);
+    scratch.push(b':');
+    scratch.extend_from_slice(&c.qualifier);
+    push_b64(out, scratch);
+}
+
 /// Appends one JSON row object (`{"key":..,"Cell":[..]}`).
 pub fn json_row(out: &mut String, key: &[u8], cells: &[Cell]) {
+    let mut scratch = Vec::new();
+    let mut ts = itoa::Buffer::new();
     out.push_str("{\"key\":\"");
-    out.push_str(&b64_encode(key));
+    push_b64(out, key);
     out.push_str("\",\"Cell\":[");
     for (i, c) in cells.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(
-            out,
-            "{{\"column\":\"{}\",\"timestamp\":{},\"$\":\"{}\"}}",
-            b64_encode(&column_bytes(c)),
-            c.timestamp,
-            b64_encode(&c.value)
-        );
+        out.push_str("{\"column\":\"");
+        push_b64_column(out, &mut scratch, c);
+        out.push_str("\",\"timestamp\":");
+        out.push_str(ts.format(c.timestamp));
+        out.push_str(",\"$\":\"");
+        push_b64(out, &c.value);
+        out.push_str("\"}");
     }
     out.push_str("]}");
 }
 
 /// Appends one XML `<Row>` element.
 pub fn xml_row(out: &mut String, key: &[u8], cells: &[Cell]) {
-    let _ = write!(out, "<Row key=\"{}\">", b64_encode(key));
+    let mut scratch = Vec::new();
+    let mut ts = itoa::Buffer::new();
+    out.push_str("<Row key=\"");
+    push_b64(out, key);
+    out.push_str("\">");
     for c in cells {
-        let _ = write!(
-            out,
-            "<Cell column=\"{}\" timestamp=\"{}\">{}</Cell>",
-            b64_encode(&column_bytes(c)),
-            c.timestamp,
-            b64_encode(&c.value)
-        );
+        out.push_str("<Cell column=\"");
+        push_b64_column(out, &mut scratch, c);
+        out.push_str("\" timestamp=\"");
+        out.push_str(ts.format(c.timestamp));
+        out.push_str("\">");
+        push_b64(out, &c.value);
+        out.push_str("</Cell>");
     }
     out.push_str("</Row>");
 }
