@@ -80,6 +80,12 @@ pub struct Config {
     #[arg(long, env = "KURA_PIN_ARBITERS")]
     pub pin_arbiters: bool,
 
+    /// Keep each region's log this many KiB of zeros ahead of its records, so that a log fsync
+    /// commits data only, not the file's growth (0 = off; at most 65536).
+    #[arg(long, env = "KURA_LOG_PREALLOC_KB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(0..=65_536))]
+    pub log_prealloc_kb: u64,
+
     /// Memtable budget per region, MiB; a region flushes to a segment past it.
     #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64)]
     pub memtable_mb: usize,
@@ -229,6 +235,7 @@ impl Config {
         };
         k.memtable_budget = self.memtable_mb.max(1) << 20;
         k.background_write_rate = self.background_write_mb << 20;
+        k.log_prealloc = self.log_prealloc_kb << 10;
         k.idempotency_window = Duration::from_secs(self.idempotency_window_secs);
         k.split_threshold = match self.split_threshold_mb {
             0 => None,
@@ -282,6 +289,18 @@ mod tests {
         ));
         let c = parse(&["--bind", "0.0.0.0:8080", "--allow-remote"]);
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn the_log_is_preallocated_a_mebibyte_at_a_time_unless_told_otherwise() {
+        assert_eq!(parse(&[]).kura_config().log_prealloc, 1 << 20);
+        assert_eq!(
+            parse(&["--log-prealloc-kb", "0"])
+                .kura_config()
+                .log_prealloc,
+            0
+        );
+        assert!(Config::try_parse_from(["kura", "--log-prealloc-kb", "65537"]).is_err());
     }
 
     #[test]

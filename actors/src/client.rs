@@ -36,6 +36,10 @@ pub struct KuraConfig {
     /// Pace background flushes and compactions to this many bytes per second per region, so
     /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
     pub background_write_rate: u64,
+    /// Keep each region's log this many zero bytes ahead of its frames (storage FORMAT.md,
+    /// "Preallocated tail"), so that a log fsync has no file growth to commit: on ext4 it
+    /// then does not wait for a journal commit. 0 = off.
+    pub log_prealloc: u64,
     /// How long a region remembers an idempotency key (see `kura_storage::IdempotencyOptions`).
     pub idempotency_window: Duration,
     /// Split a region automatically once its data exceeds this many bytes; `None` = never.
@@ -68,6 +72,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
             .field("background_write_rate", &self.background_write_rate)
+            .field("log_prealloc", &self.log_prealloc)
             .field("idempotency_window", &self.idempotency_window)
             .field("split_threshold", &self.split_threshold)
             .field("mailbox_capacity", &self.mailbox_capacity)
@@ -89,6 +94,7 @@ impl KuraConfig {
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
             background_write_rate: 32 << 20,
+            log_prealloc: kura_storage::DEFAULT_LOG_PREALLOC,
             idempotency_window: Duration::from_secs(600),
             split_threshold: Some(1 << 30),
             mailbox_capacity: 1024,
@@ -258,6 +264,7 @@ impl Kura {
             recovery: config.recovery,
             memtable_budget: config.memtable_budget,
             background_write_rate: config.background_write_rate,
+            log_prealloc: config.log_prealloc,
             idempotency_window: config.idempotency_window,
             split_threshold: config.split_threshold,
             mailbox_capacity: config.mailbox_capacity,

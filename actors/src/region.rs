@@ -59,6 +59,7 @@ pub(crate) struct RegionSettings {
     pub recovery: RecoveryMode,
     pub memtable_budget: usize,
     pub background_write_rate: u64,
+    pub log_prealloc: u64,
     pub idempotency_window: Duration,
     pub split_threshold: Option<u64>,
     pub mailbox_capacity: usize,
@@ -216,6 +217,7 @@ impl RegionActor {
             background_write_rate: self.settings.background_write_rate,
             // A large log (a crash after heavy writing) decodes on every core.
             replay_threads: 0,
+            log_prealloc: self.settings.log_prealloc,
         }
     }
 

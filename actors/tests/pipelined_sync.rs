@@ -60,6 +60,9 @@ impl WritableFile for GatedFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         self.inner.write_all(buf)
     }
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_at(offset, buf)
+    }
     fn sync(&mut self) -> io::Result<()> {
         self.inner.sync()
     }
@@ -97,9 +100,9 @@ impl FileSystem for GatedFs {
             gate: self.gate.clone(),
         }))
     }
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         Ok(Box::new(GatedFile {
-            inner: self.inner.open_append(path)?,
+            inner: self.inner.open_write(path)?,
             gate: self.gate.clone(),
         }))
     }

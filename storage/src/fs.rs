@@ -39,10 +39,13 @@ impl FileBytes for memmap2::Mmap {
     }
 }
 
-/// A file opened for writing at its end.
+/// A file opened for writing.
 pub trait WritableFile: Send {
-    /// Write every byte (one `write` as far as durability is concerned).
+    /// Write every byte at the end of the file (one `write` as far as durability is concerned).
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Write every byte at `offset`, over what is there or past the end (one `pwrite` as far
+    /// as durability is concerned).
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()>;
     /// fsync: make every byte written so far durable.
     fn sync(&mut self) -> io::Result<()>;
     /// A second handle on the same file that can fsync it from another thread while this one
@@ -68,8 +71,9 @@ pub trait FileSystem: Send + Sync {
     fn len(&self, path: &Path) -> io::Result<u64>;
     /// Create (or truncate to empty) a file for writing.
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
-    /// Open an existing file for appending at its end.
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Open an existing file for writing: `write_all` appends at its end, `write_at` writes
+    /// anywhere.
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
     /// Open a file for sequential reading.
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>>;
     /// The whole file as bytes that stay valid while the returned value lives (a memory map on
@@ -97,6 +101,12 @@ struct StdFile(std::fs::File);
 impl WritableFile for StdFile {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         self.0.write_all(buf)
+    }
+
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        // Not through `write_all`'s cursor: the file is never opened with O_APPEND, under
+        // which Linux's pwrite ignores the offset.
+        std::os::unix::fs::FileExt::write_all_at(&self.0, buf, offset)
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -150,8 +160,10 @@ impl FileSystem for StdFs {
         Ok(Box::new(StdFile(f)))
     }
 
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let f = std::fs::OpenOptions::new().append(true).open(path)?;
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        use std::io::Seek;
+        let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+        f.seek(io::SeekFrom::End(0))?;
         Ok(Box::new(StdFile(f)))
     }
 
@@ -219,13 +231,26 @@ pub struct Fault {
     pub persistent: bool,
 }
 
-#[derive(Default)]
 struct Inode {
     data: Vec<u8>,
     /// Contents as of the last successful fsync.
     synced: Vec<u8>,
     /// Global write counter value of the last unsynced write, for torn-write simulation.
     last_write: u64,
+    /// The lowest offset written since the last fsync (`usize::MAX`: none), so that an fsync
+    /// copies only what changed (a preallocated log is mostly zeros that never change).
+    dirty_from: usize,
+}
+
+impl Default for Inode {
+    fn default() -> Self {
+        Inode {
+            data: Vec::new(),
+            synced: Vec::new(),
+            last_write: 0,
+            dirty_from: usize::MAX,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -309,7 +334,8 @@ impl SimFs {
     /// Simulate a power loss: every file goes back to its last fsynced contents, every directory
     /// to its last fsynced entries. With `torn_bytes = Some(n)`, the most recent unsynced write
     /// survives partly: up to `n` of the bytes appended after the last fsync of that file are
-    /// kept. Open handles from before the cut must not be used afterwards.
+    /// kept (for a write over existing bytes: up to `n` bytes from the first changed one). Open
+    /// handles from before the cut must not be used afterwards.
     pub fn power_cut(&self, torn_bytes: Option<usize>) {
         let mut st = self.state.lock();
         let latest = st
@@ -322,13 +348,25 @@ impl SimFs {
         for (n, inode) in st.inodes.iter_mut().enumerate() {
             let mut keep = inode.synced.clone();
             if let (Some(extra), Some(l)) = (torn_bytes, latest) {
-                if l == n && inode.data.starts_with(&inode.synced) {
-                    let tail = &inode.data[inode.synced.len()..];
-                    keep.extend_from_slice(&tail[..extra.min(tail.len())]);
+                if l == n {
+                    // The first `extra` bytes from the first one that differs from the synced
+                    // contents: the start of an append, or of a write over existing bytes.
+                    let from = inode
+                        .synced
+                        .iter()
+                        .zip(&inode.data)
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    let to = (from + extra).min(inode.data.len());
+                    if keep.len() < to {
+                        keep.resize(to, 0);
+                    }
+                    keep[from..to].copy_from_slice(&inode.data[from..to]);
                 }
             }
             inode.data = keep.clone();
             inode.synced = keep;
+            inode.dirty_from = usize::MAX;
         }
         st.names = st.durable_names.clone();
     }
@@ -355,6 +393,7 @@ impl SimFs {
         };
         st.inodes[ino].data = bytes.to_vec();
         st.inodes[ino].synced = bytes.to_vec();
+        st.inodes[ino].dirty_from = usize::MAX;
         Ok(())
     }
 }
@@ -373,6 +412,7 @@ impl WritableFile for SimFile {
         let counter = st.write_counter;
         let inode = &mut st.inodes[self.inode];
         inode.last_write = counter;
+        inode.dirty_from = inode.dirty_from.min(inode.data.len());
         match partial {
             Ok(()) => {
                 inode.data.extend_from_slice(buf);
@@ -383,6 +423,28 @@ impl WritableFile for SimFile {
                 Err(e)
             }
         }
+    }
+
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut st = self.state.lock();
+        st.check(FaultOp::Write)?;
+        let partial = st.check(FaultOp::PartialWrite);
+        st.write_counter += 1;
+        let counter = st.write_counter;
+        let inode = &mut st.inodes[self.inode];
+        inode.last_write = counter;
+        let n = if partial.is_ok() {
+            buf.len()
+        } else {
+            buf.len() / 2
+        };
+        let at = usize::try_from(offset).map_err(io::Error::other)?;
+        inode.dirty_from = inode.dirty_from.min(at.min(inode.data.len()));
+        if inode.data.len() < at + n {
+            inode.data.resize(at + n, 0);
+        }
+        inode.data[at..at + n].copy_from_slice(&buf[..n]);
+        partial
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -407,7 +469,12 @@ fn sim_sync(state: &Mutex<SimState>, inode: usize) -> io::Result<()> {
     let mut st = state.lock();
     st.check(FaultOp::Sync)?;
     let inode = &mut st.inodes[inode];
-    inode.synced = inode.data.clone();
+    if inode.dirty_from != usize::MAX {
+        let from = inode.dirty_from.min(inode.synced.len());
+        inode.synced.truncate(from);
+        inode.synced.extend_from_slice(&inode.data[from..]);
+        inode.dirty_from = usize::MAX;
+    }
     Ok(())
 }
 
@@ -459,7 +526,7 @@ impl FileSystem for SimFs {
         }))
     }
 
-    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let st = self.state.lock();
         let ino = st.inode_of(path)?;
         Ok(Box::new(SimFile {
@@ -487,6 +554,7 @@ impl FileSystem for SimFs {
             .min(inode.data.len());
         inode.data.truncate(len);
         inode.synced = inode.data.clone();
+        inode.dirty_from = usize::MAX;
         Ok(())
     }
 

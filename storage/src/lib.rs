@@ -63,6 +63,7 @@ pub use model::*;
 pub use region_store::{
     CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask, LogSync, RecoveryMode,
     RecoveryReport, RegionStats, RegionStore, RetiredMemtable, RowPredicate, StoreOptions,
+    DEFAULT_LOG_PREALLOC,
 };
 
 /// The store moves into its region actor's thread and compactions run on another one.

@@ -131,43 +131,89 @@ fn decode_record(version: u8, payload: &[u8]) -> Result<LogRecordRef<'_>> {
 }
 
 /// Appends frames to the active log file.
+///
+/// With preallocation (`prealloc` > 0) the file is kept ahead of its frames by zero bytes,
+/// written `prealloc` at a time, and frames are written over them (FORMAT.md, "Preallocated
+/// tail"): an fdatasync then has no file size to commit, only data, so it does not wait for a
+/// file-system journal commit (nor for whatever else that commit carries).
 pub(crate) struct LogWriter {
     file: Box<dyn WritableFile>,
     path: PathBuf,
     pub number: u64,
-    /// Bytes handed to the OS so far (header included).
+    /// Bytes of header and frames handed to the OS so far: where the next frame goes.
     len: u64,
+    /// The file's size: `len` plus the zeros ahead of it.
+    allocated: u64,
+    /// Zero bytes written at a time when the frames reach `allocated` (0: none).
+    prealloc: u64,
     pending: Vec<u8>,
     unsynced: bool,
 }
 
 impl LogWriter {
-    /// Create a new, empty log file (header written and fsynced; the caller fsyncs the dir).
-    pub(crate) fn create(fs: &dyn FileSystem, path: &Path, number: u64) -> Result<LogWriter> {
+    /// Create a new, empty log file (header and the first preallocated zeros written and
+    /// fsynced; the caller fsyncs the dir).
+    pub(crate) fn create(
+        fs: &dyn FileSystem,
+        path: &Path,
+        number: u64,
+        prealloc: u64,
+    ) -> Result<LogWriter> {
         let mut file = fs.create(path).map_err(|e| Error::io(path, e))?;
         file.write_all(&header()).map_err(|e| Error::io(path, e))?;
-        file.sync().map_err(|e| Error::io(path, e))?;
-        Ok(LogWriter {
+        let mut w = LogWriter {
             file,
             path: path.to_path_buf(),
             number,
             len: LOG_HEADER_LEN,
+            allocated: LOG_HEADER_LEN,
+            prealloc,
             pending: Vec::new(),
             unsynced: false,
-        })
+        };
+        w.extend_to(LOG_HEADER_LEN + 1)?;
+        w.file.sync().map_err(|e| Error::io(path, e))?;
+        Ok(w)
     }
 
-    /// Open an existing, already validated log of `len` bytes for appending.
-    pub(crate) fn open(fs: &dyn FileSystem, path: &Path, number: u64, len: u64) -> Result<Self> {
-        let file = fs.open_append(path).map_err(|e| Error::io(path, e))?;
+    /// Open an existing, already validated log whose frames end at `len`, in a file of
+    /// `file_len` bytes (the rest zeros), for appending.
+    pub(crate) fn open(
+        fs: &dyn FileSystem,
+        path: &Path,
+        number: u64,
+        len: u64,
+        file_len: u64,
+        prealloc: u64,
+    ) -> Result<Self> {
+        let file = fs.open_write(path).map_err(|e| Error::io(path, e))?;
         Ok(LogWriter {
             file,
             path: path.to_path_buf(),
             number,
             len,
+            allocated: file_len.max(len),
+            prealloc,
             pending: Vec::new(),
             unsynced: false,
         })
+    }
+
+    /// With preallocation, write zeros past `allocated` until the file holds at least `end`
+    /// bytes (a multiple of `prealloc` past the header).
+    fn extend_to(&mut self, end: u64) -> Result<()> {
+        if self.prealloc == 0 || end <= self.allocated {
+            return Ok(());
+        }
+        let target =
+            LOG_HEADER_LEN + (end - LOG_HEADER_LEN).div_ceil(self.prealloc) * self.prealloc;
+        let zeros = vec![0u8; usize::try_from(target - self.allocated).unwrap_or(usize::MAX)];
+        self.file
+            .write_at(self.allocated, &zeros)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.allocated = target;
+        self.unsynced = true;
+        Ok(())
     }
 
     /// Bytes in the file plus bytes waiting to be written.
@@ -206,10 +252,12 @@ impl LogWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let end = self.len + self.pending.len() as u64;
+        self.extend_to(end)?;
         self.file
-            .write_all(&self.pending)
+            .write_at(self.len, &self.pending)
             .map_err(|e| Error::io(&self.path, e))?;
-        self.len += self.pending.len() as u64;
+        self.len = end;
         self.pending.clear();
         self.unsynced = true;
         Ok(())
@@ -534,7 +582,8 @@ impl Iterator for Chunks<'_> {
 
 /// What walking a run of frames found.
 struct Walked {
-    /// Where the walk stopped: `to`, or the first bad frame.
+    /// Where the walk stopped: `to`, the first bad frame, or the start of the preallocated
+    /// tail (zeros to the end of the file, not damage).
     at: usize,
     records: u64,
     damage: Option<Damage>,
@@ -567,6 +616,14 @@ fn walk<T>(
             records,
             damage: Some(d),
         };
+        if rest.iter().all(|b| *b == 0) {
+            // The preallocated tail: zeros from a frame boundary to the end of the file.
+            return Ok(Walked {
+                at,
+                records,
+                damage: None,
+            });
+        }
         if rest.len() < FRAME_HEADER {
             return Ok(bad(damage("incomplete frame header", true)));
         }
@@ -629,12 +686,72 @@ mod tests {
     }
 
     fn write_log(fs: &SimFs, path: &Path, n: u64) {
-        let mut w = LogWriter::create(fs, path, 1).unwrap();
+        write_log_prealloc(fs, path, n, 0);
+    }
+
+    /// `n` records, written one batch at a time, with `prealloc`; the frames' end.
+    fn write_log_prealloc(fs: &SimFs, path: &Path, n: u64, prealloc: u64) -> u64 {
+        let mut w = LogWriter::create(fs, path, 1, prealloc).unwrap();
         for i in 0..n {
             w.add(&rec(i)).unwrap();
+            w.write_pending().unwrap();
         }
-        w.write_pending().unwrap();
         w.sync().unwrap();
+        w.len()
+    }
+
+    #[test]
+    fn a_preallocated_tail_is_the_end_of_the_log_not_damage() {
+        let fs = SimFs::new();
+        let path = Path::new("/l/p.klog");
+        let end = write_log_prealloc(&fs, path, 40, 256);
+        let bytes = fs.read_file(path).unwrap();
+        assert!(bytes.len() as u64 > end, "zeros ahead of the frames");
+        assert_eq!((bytes.len() as u64 - LOG_HEADER_LEN) % 256, 0);
+        assert!(bytes[end as usize..].iter().all(|b| *b == 0));
+        let (out, got) = replay_all(&fs, path);
+        assert_eq!(out.damage, None);
+        assert_eq!(out.valid_len, end);
+        assert_eq!(got, (0..40).map(rec).collect::<Vec<_>>());
+        for threads in [2, 3] {
+            let (out, got) = replay_with(&bytes, threads, 64);
+            assert_eq!(
+                (out.damage, out.valid_len),
+                (None, end),
+                "{threads} threads"
+            );
+            assert_eq!(got.len(), 40);
+        }
+    }
+
+    #[test]
+    fn a_torn_frame_before_the_preallocated_zeros_is_a_torn_tail() {
+        let fs = SimFs::new();
+        let path = Path::new("/l/t.klog");
+        let end = write_log_prealloc(&fs, path, 10, 4096) as usize;
+        let mut bytes = fs.read_file(path).unwrap();
+        bytes[end - 1] ^= 0xff;
+        fs.write_file(path, &bytes).unwrap();
+        let (out, got) = replay_all(&fs, path);
+        let d = out.damage.expect("the last frame is damaged");
+        assert!(d.tail, "nothing valid after it");
+        assert_eq!(got.len(), 9);
+        assert_eq!(out.valid_len, d.offset, "cut at the damaged frame");
+    }
+
+    #[test]
+    fn frames_after_a_zeroed_range_are_mid_log_damage_not_a_preallocated_tail() {
+        let fs = SimFs::new();
+        let path = Path::new("/l/z.klog");
+        write_log_prealloc(&fs, path, 20, 256);
+        let mut bytes = fs.read_file(path).unwrap();
+        let from = LOG_HEADER_LEN as usize;
+        bytes[from..from + 200].fill(0);
+        fs.write_file(path, &bytes).unwrap();
+        let (out, got) = replay_all(&fs, path);
+        let d = out.damage.expect("damage");
+        assert!(!d.tail, "valid frames follow the zeros");
+        assert!(got.is_empty());
     }
 
     fn owned(r: LogRecordRef<'_>) -> LogRecord {

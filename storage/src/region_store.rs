@@ -109,6 +109,11 @@ pub struct StoreOptions {
     /// Threads that decode a large log during recovery (0: one per core, at most 4; 1: decode
     /// on the opening thread).
     pub replay_threads: usize,
+    /// Keep the active log this many zero bytes ahead of its frames, written that many at a
+    /// time (FORMAT.md, "Preallocated tail"), so that a log fsync commits data only, not a new
+    /// file size. 0 (the default here; the server uses [`DEFAULT_LOG_PREALLOC`]): no
+    /// preallocation, every fsync also commits the file's growth.
+    pub log_prealloc: u64,
 }
 
 impl std::fmt::Debug for StoreOptions {
@@ -122,9 +127,14 @@ impl std::fmt::Debug for StoreOptions {
             .field("background_flush", &self.background_flush)
             .field("background_write_rate", &self.background_write_rate)
             .field("replay_threads", &self.replay_threads)
+            .field("log_prealloc", &self.log_prealloc)
             .finish()
     }
 }
+
+/// The [`StoreOptions::log_prealloc`] the server runs with: 1 MiB of zeros, written and
+/// fsynced once per MiB of log.
+pub const DEFAULT_LOG_PREALLOC: u64 = 1 << 20;
 
 impl StoreOptions {
     /// Defaults: `Sync` durability, point-in-time recovery, a 64 MiB memtable.
@@ -138,6 +148,7 @@ impl StoreOptions {
             background_flush: false,
             background_write_rate: 0,
             replay_threads: 0,
+            log_prealloc: 0,
         }
     }
 }
@@ -825,6 +836,8 @@ pub struct RegionStore {
     owns_row: Option<RowPredicate>,
     background_flush: bool,
     background_write_rate: u64,
+    /// [`StoreOptions::log_prealloc`].
+    log_prealloc: u64,
     /// Tells the running background flush to stop pacing (see [`Pace`]).
     flush_hurry: Arc<AtomicBool>,
     /// The memtable writes go to.
@@ -927,7 +940,7 @@ impl RegionStore {
             ..RecoveryReport::default()
         };
         let strict = options.recovery == RecoveryMode::Strict;
-        let mut active: Option<(u64, u64, u8)> = None;
+        let mut active: Option<(u64, u64, u64, u8)> = None;
         let mut idem = IdempotencyCache::new(IdempotencyOptions::default());
         let mut stopped = false;
         let mut replayed: Vec<u64> = Vec::new();
@@ -947,7 +960,7 @@ impl RegionStore {
                 fs.remove(&path).map_err(|e| Error::io(&path, e))?;
                 continue;
             }
-            let out = log::replay(
+            let mut out = log::replay(
                 &*fs,
                 &path,
                 strict,
@@ -1011,27 +1024,29 @@ impl RegionStore {
                 fs.truncate(&path, out.valid_len)
                     .map_err(|e| Error::io(&path, e))?;
                 stopped = true;
+                out.file_len = out.valid_len;
             }
-            active = Some((n, out.valid_len, out.version));
+            active = Some((n, out.valid_len, out.file_len, out.version));
             replayed.push(n);
         }
 
         let memtable = memtable.build();
         let next_file = AtomicU64::new(file_ids);
+        let prealloc = options.log_prealloc;
         let log = match active {
-            Some((n, len, version))
+            Some((n, len, file_len, version))
                 if len >= log::LOG_HEADER_LEN && version == crate::codec::LOG_FORMAT_VERSION =>
             {
-                LogWriter::open(&*fs, &log_path(dir, n), n, len)?
+                LogWriter::open(&*fs, &log_path(dir, n), n, len, file_len, prealloc)?
             }
-            Some((n, len, _)) if len < log::LOG_HEADER_LEN => {
-                LogWriter::create(&*fs, &log_path(dir, n), n)?
+            Some((n, len, _, _)) if len < log::LOG_HEADER_LEN => {
+                LogWriter::create(&*fs, &log_path(dir, n), n, prealloc)?
             }
             // A log of an older format is never appended to: a new one follows it (both are
             // replayed, in id order, until the next flush).
             Some(_) | None => {
                 let n = next_file.fetch_add(1, Ordering::SeqCst);
-                LogWriter::create(&*fs, &log_path(dir, n), n)?
+                LogWriter::create(&*fs, &log_path(dir, n), n, prealloc)?
             }
         };
         fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -1062,6 +1077,7 @@ impl RegionStore {
             owns_row: options.owns_row,
             background_flush: options.background_flush,
             background_write_rate: options.background_write_rate,
+            log_prealloc: options.log_prealloc,
             flush_hurry: Arc::default(),
             memtable,
             frozen: None,
@@ -2018,7 +2034,12 @@ impl RegionStore {
     /// logs that recorded them obsolete), its directory entry synced.
     fn start_log(&mut self) -> Result<LogWriter> {
         let log_id = self.alloc_file();
-        let mut new_log = LogWriter::create(&*self.fs, &log_path(&self.dir, log_id), log_id)?;
+        let mut new_log = LogWriter::create(
+            &*self.fs,
+            &log_path(&self.dir, log_id),
+            log_id,
+            self.log_prealloc,
+        )?;
         let live = self.idem.live();
         if !live.is_empty() {
             for (row, i) in live {
@@ -2259,7 +2280,7 @@ impl RegionStore {
             options.families.clone()
         };
         if !keys.is_empty() {
-            let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2)?;
+            let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2, options.log_prealloc)?;
             for (row, i) in keys {
                 w.add(&LogRecord {
                     seq: self.next_seq,

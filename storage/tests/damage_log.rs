@@ -109,7 +109,7 @@ const DIR: &str = "/region";
 
 fn fixture(pad: usize) -> Fixture {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).expect("open");
+    let (mut s, _) = open_sim(&fs, opts()).expect("open");
     let mut states = vec![state(&s)];
     for op in workload(pad) {
         let res = s.write_batch(vec![op]);
@@ -188,8 +188,17 @@ impl Fixture {
     }
 }
 
+/// The stores of these tests write their log without preallocated zeros, so that the log is
+/// frames only and every byte of it is worth damaging; the preallocated tail has tests of its
+/// own (the last ones of this file).
+fn opts() -> StoreOptions {
+    let mut o = StoreOptions::new(families());
+    o.log_prealloc = 0;
+    o
+}
+
 fn open(fs: &SimFs, mode: RecoveryMode) -> Result<(RegionStore, RecoveryReport)> {
-    let mut opts = StoreOptions::new(families());
+    let mut opts = opts();
     opts.recovery = mode;
     RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), opts)
 }
@@ -208,6 +217,13 @@ fn writes_after_recovery_survive(fs: &SimFs, mut s: RegionStore, what: &str) {
         "{what}: the first recovery cut cleanly"
     );
     assert_eq!(state(&s), expected, "{what}: writes after recovery survive");
+}
+
+/// What recovery reports as the cut when the first bad frame of `bytes` starts at `at`: nothing
+/// when only zeros follow it (a preallocated tail is the end of the log, FORMAT.md), else `at`.
+fn reported_cut(bytes: &[u8], at: u64) -> Option<u64> {
+    let zeros_only = at >= 8 && bytes[at as usize..].iter().all(|b| *b == 0);
+    (!zeros_only).then_some(at)
 }
 
 fn assert_corruption_at(
@@ -252,6 +268,7 @@ fn truncation_at_every_offset_recovers_exactly_the_whole_frames_before_it() {
         } else {
             Some(fx.frames[k].0 as u64)
         };
+        let expected_cut = expected_cut.and_then(|c| reported_cut(&fx.log[..cut], c));
         assert_eq!(report.truncated_at, expected_cut, "{what}: reported");
         assert_eq!(
             report.bytes_dropped,
@@ -338,7 +355,7 @@ fn log_zeroed_from_any_offset_is_a_torn_tail() {
         let (s, report) =
             open(&fs, RecoveryMode::PointInTime).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(state(&s), fx.states[k], "{what}");
-        assert_eq!(report.truncated_at, Some(at), "{what}");
+        assert_eq!(report.truncated_at, reported_cut(&bad, at), "{what}");
         writes_after_recovery_survive(&fs, s, &what);
     }
 }
@@ -382,7 +399,7 @@ fn a_zeroed_4k_range_in_a_larger_log_is_detected_and_never_yields_a_wrong_value(
         let (s, report) =
             open(&fs, RecoveryMode::PointInTime).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(state(&s), fx.states[k], "{what}");
-        assert_eq!(report.truncated_at, Some(at), "{what}");
+        assert_eq!(report.truncated_at, reported_cut(&bad, at), "{what}");
         writes_after_recovery_survive(&fs, s, &what);
     }
 }
@@ -448,7 +465,7 @@ fn garbage_appended_is_dropped_reported_and_later_writes_survive() {
 /// Open with a memtable budget of a few hundred bytes: replay spills segments while it reads the
 /// damaged log (FORMAT.md §7 "Replay spill") and the store flushes after opening.
 fn open_spilling(fs: &SimFs) -> Result<(RegionStore, RecoveryReport)> {
-    let mut opts = StoreOptions::new(families());
+    let mut opts = opts();
     opts.memtable_budget = 200;
     RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), opts)
 }
@@ -492,5 +509,134 @@ fn damage_recovered_while_replay_spills_segments_gives_the_same_prefix_and_survi
         fs.power_cut(None);
         let (s, _) = open_spilling(&fs).unwrap_or_else(|e| panic!("{what}: second: {e}"));
         assert_eq!(state(&s), expected, "{what}: writes after recovery survive");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A preallocated log: zeros ahead of the frames (FORMAT.md, "Preallocated tail").
+
+const PREALLOC: u64 = 64;
+
+fn open_prealloc(fs: &SimFs, mode: RecoveryMode) -> Result<(RegionStore, RecoveryReport)> {
+    let mut o = opts();
+    o.recovery = mode;
+    o.log_prealloc = PREALLOC;
+    RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), o)
+}
+
+/// The workload written one acknowledged operation at a time into a preallocated log: the
+/// other files, the log's path and bytes, each frame's end, the state after each operation.
+#[allow(clippy::type_complexity)]
+fn prealloc_fixture() -> (
+    Vec<(PathBuf, Vec<u8>)>,
+    PathBuf,
+    Vec<u8>,
+    Vec<usize>,
+    Vec<State>,
+) {
+    let fs = SimFs::new();
+    let (mut s, _) = open_prealloc(&fs, RecoveryMode::PointInTime).expect("open");
+    let mut states = vec![state(&s)];
+    for op in workload(0) {
+        let res = s.write_batch(vec![op]);
+        assert!(res.iter().all(Result::is_ok), "{res:?}");
+        states.push(state(&s));
+    }
+    drop(s);
+    let mut others = Vec::new();
+    let mut log = None;
+    for name in fs.list(Path::new(DIR)).expect("list") {
+        let path = Path::new(DIR).join(&name);
+        let bytes = fs.read_file(&path).expect("read");
+        if name.ends_with(".log") {
+            log = Some((path, bytes));
+        } else {
+            others.push((path, bytes));
+        }
+    }
+    let (log_path, log) = log.expect("one log");
+    let mut ends = Vec::new();
+    let mut at = 8;
+    while at + 8 <= log.len() && log[at..at + 8] != [0u8; 8] {
+        let len = u32::from_le_bytes(log[at..at + 4].try_into().expect("4 bytes")) as usize;
+        at += 8 + len;
+        ends.push(at);
+    }
+    assert_eq!(ends.len(), 10, "one frame per operation");
+    assert!(log.len() > at, "zeros follow the frames");
+    assert!(log[at..].iter().all(|b| *b == 0));
+    assert_eq!(
+        (log.len() as u64 - 8) % PREALLOC,
+        0,
+        "grown {PREALLOC} bytes at a time"
+    );
+    (others, log_path, log, ends, states)
+}
+
+#[test]
+fn a_preallocated_log_cut_or_zeroed_anywhere_recovers_exactly_the_whole_frames_before_it() {
+    let (others, log_path, log, ends, states) = prealloc_fixture();
+    let frames_end = *ends.last().expect("frames");
+    let mut cases: Vec<(String, Vec<u8>, usize)> = Vec::new();
+    for cut in 0..=log.len() {
+        let k = ends.iter().filter(|e| **e <= cut).count();
+        cases.push((format!("cut at {cut}"), log[..cut].to_vec(), k));
+    }
+    for from in 8..log.len() {
+        let mut bad = log.clone();
+        bad[from..].fill(0);
+        let changed = (from..log.len()).find(|i| bad[*i] != log[*i]);
+        let k = changed.map_or(10, |c| ends.iter().filter(|e| **e <= c).count());
+        cases.push((format!("zeroed from {from}"), bad, k));
+    }
+    for (what, bad, k) in cases {
+        let fs = SimFs::new();
+        for (p, b) in &others {
+            fs.write_file(p, b).expect("write");
+        }
+        fs.write_file(&log_path, &bad).expect("write");
+        let (mut s, report) = open_prealloc(&fs, RecoveryMode::Strict)
+            .unwrap_or_else(|e| panic!("{what}: a torn or zeroed tail is not corruption: {e}"));
+        assert_eq!(state(&s), states[k], "{what}");
+        if bad.len() >= frames_end && bad[..frames_end] == log[..frames_end] {
+            assert_eq!(report.truncated_at, None, "{what}: only zeros were lost");
+            assert_eq!(report.bytes_dropped, 0, "{what}");
+        }
+        // A write after recovery lands after the recovered frames and survives a power cut.
+        mutate(&mut s, "r9", vec![put("one", "q", Some(1), "after")]);
+        let expected = state(&s);
+        drop(s);
+        fs.power_cut(None);
+        let (s, report) = open_prealloc(&fs, RecoveryMode::Strict)
+            .unwrap_or_else(|e| panic!("{what}: second recovery failed: {e}"));
+        assert_eq!(
+            report.truncated_at, None,
+            "{what}: the first recovery cut cleanly"
+        );
+        assert_eq!(state(&s), expected, "{what}: writes after recovery survive");
+    }
+}
+
+#[test]
+fn a_write_torn_over_the_preallocated_zeros_loses_only_that_unacknowledged_write() {
+    let fs = SimFs::new();
+    let (mut s, _) = open_prealloc(&fs, RecoveryMode::PointInTime).expect("open");
+    mutate(&mut s, "r1", vec![put("cf", "a", Some(1), "acked")]);
+    let acked = state(&s);
+    drop(s);
+    for torn in [1, 5, 9, 20, 60] {
+        let mut o = opts();
+        o.log_prealloc = PREALLOC;
+        o.durability = Durability::None;
+        let (mut s, _) =
+            RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), o).expect("open");
+        // Durability none: written over the zeros, never fsynced; then a power cut keeps only
+        // its first `torn` bytes.
+        mutate(&mut s, "r2", vec![put("cf", "a", Some(1), &"x".repeat(40))]);
+        drop(s);
+        fs.power_cut(Some(torn));
+        let (s, _) =
+            open_prealloc(&fs, RecoveryMode::Strict).unwrap_or_else(|e| panic!("torn {torn}: {e}"));
+        assert_eq!(state(&s), acked, "torn {torn}: only the acknowledged write");
     }
 }

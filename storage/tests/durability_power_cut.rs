@@ -1,16 +1,18 @@
 //! Power cut at every step of a short workload in sync mode: no acknowledged write is lost,
-//! with or without a torn last write.
+//! with or without a torn last write, with the log preallocated (frames written over zeros,
+//! 64 bytes of zeros at a time so that the workload extends it often) or not.
 mod common;
 use common::*;
 use kura_storage::*;
 
 #[test]
 fn power_cut_after_every_step_keeps_every_acknowledged_write() {
-    for steps in 0..25 {
+    for (steps, prealloc) in (0..25).flat_map(|s| [(s, 0), (s, 64)]) {
         for torn in [None, Some(5), Some(1 << 20)] {
             let fs = SimFs::new();
             let mut opts = StoreOptions::new(families());
             opts.memtable_budget = 400;
+            opts.log_prealloc = prealloc;
             let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
             let mut acked = Vec::new();
             for i in 0..steps {
@@ -31,7 +33,7 @@ fn power_cut_after_every_step_keeps_every_acknowledged_write() {
                 opts,
                 torn,
                 &acked,
-                &format!("{steps} steps, torn {torn:?}"),
+                &format!("{steps} steps, torn {torn:?}, prealloc {prealloc}"),
             );
         }
     }
@@ -39,12 +41,13 @@ fn power_cut_after_every_step_keeps_every_acknowledged_write() {
 
 #[test]
 fn power_cut_during_background_flushes_keeps_every_acknowledged_write() {
-    for steps in 0..30 {
+    for (steps, prealloc) in (0..30).flat_map(|s| [(s, 0), (s, 64)]) {
         for torn in [None, Some(5)] {
             let fs = SimFs::new();
             let mut opts = StoreOptions::new(families());
             opts.memtable_budget = 300;
             opts.background_flush = true;
+            opts.log_prealloc = prealloc;
             let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
             let mut acked = Vec::new();
             let (mut task, mut out) = (None, None);
@@ -74,7 +77,7 @@ fn power_cut_during_background_flushes_keeps_every_acknowledged_write() {
                 opts,
                 torn,
                 &acked,
-                &format!("{steps} steps, torn {torn:?}"),
+                &format!("{steps} steps, torn {torn:?}, prealloc {prealloc}"),
             );
             assert_eq!(
                 s.stats().segments as usize,
