@@ -208,50 +208,43 @@ async fn mixed_ops_on_arbiters(kura: &Kura, callers: usize, ops: usize) {
 /// as the arbiters. `point_ops_sync` uses the default durability (`sync`): a region's commit
 /// blocks its arbiter for an fsync, so a second arbiter lets two regions commit at once.
 fn point_ops(c: &mut Criterion) {
-    point_ops_with(c, "point_ops", Durability::None, 4096);
+    point_ops_with(c, "point_ops", Durability::None, 4096, false);
 }
 
 /// `point_ops` with the callers on the arbiters (`mixed_ops_on_arbiters`), the arbiters pinned
 /// one per CPU: thread per core, the topology alone on the machine's cores.
 fn point_ops_local(c: &mut Criterion) {
-    let ops = 32768;
-    let mut g = c.benchmark_group("point_ops_on_arbiters");
-    g.throughput(Throughput::Elements(ops as u64));
-    g.sample_size(20);
-    for arbiters in [1usize, 2] {
-        let f = Fixture::start(arbiters, Durability::None, 8, 10_000, true);
-        g.bench_with_input(BenchmarkId::new("arbiters", arbiters), &arbiters, |b, _| {
-            b.iter_custom(|iters| {
-                f.sys.block_on(async {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        mixed_ops_on_arbiters(&f.kura, 64, ops).await;
-                    }
-                    start.elapsed()
-                })
-            })
-        });
-        f.close();
-    }
-    g.finish();
+    point_ops_with(c, "point_ops_on_arbiters", Durability::None, 32768, true);
 }
 
 fn point_ops_sync(c: &mut Criterion) {
-    point_ops_with(c, "point_ops_sync", Durability::Sync, 1024);
+    point_ops_with(c, "point_ops_sync", Durability::Sync, 1024, false);
 }
 
-fn point_ops_with(c: &mut Criterion, group: &str, durability: Durability, ops: usize) {
+/// `ops` mixed operations from 64 callers, 1 then 2 arbiters; `on_arbiters`: the callers run on
+/// the (pinned) arbiters, else on the bench's own thread.
+fn point_ops_with(
+    c: &mut Criterion,
+    group: &str,
+    durability: Durability,
+    ops: usize,
+    on_arbiters: bool,
+) {
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(ops as u64));
     g.sample_size(20);
     for arbiters in [1usize, 2] {
-        let f = Fixture::new(arbiters, durability, 8, 10_000);
+        let f = Fixture::start(arbiters, durability, 8, 10_000, on_arbiters);
         g.bench_with_input(BenchmarkId::new("arbiters", arbiters), &arbiters, |b, _| {
             b.iter_custom(|iters| {
                 f.sys.block_on(async {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        mixed_ops(&f.kura, 64, ops).await;
+                        if on_arbiters {
+                            mixed_ops_on_arbiters(&f.kura, 64, ops).await;
+                        } else {
+                            mixed_ops(&f.kura, 64, ops).await;
+                        }
                     }
                     start.elapsed()
                 })

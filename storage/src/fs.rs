@@ -403,8 +403,10 @@ struct SimFile {
     inode: usize,
 }
 
-impl WritableFile for SimFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+impl SimFile {
+    /// One write of `buf` at `offset` (`None`: the end), with the injected faults: a `Write`
+    /// fault writes nothing, a `PartialWrite` fault writes the first half and fails.
+    fn write(&mut self, offset: Option<u64>, buf: &[u8]) -> io::Result<()> {
         let mut st = self.state.lock();
         st.check(FaultOp::Write)?;
         let partial = st.check(FaultOp::PartialWrite);
@@ -412,39 +414,31 @@ impl WritableFile for SimFile {
         let counter = st.write_counter;
         let inode = &mut st.inodes[self.inode];
         inode.last_write = counter;
-        inode.dirty_from = inode.dirty_from.min(inode.data.len());
-        match partial {
-            Ok(()) => {
-                inode.data.extend_from_slice(buf);
-                Ok(())
-            }
-            Err(e) => {
-                inode.data.extend_from_slice(&buf[..buf.len() / 2]);
-                Err(e)
-            }
-        }
-    }
-
-    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        let mut st = self.state.lock();
-        st.check(FaultOp::Write)?;
-        let partial = st.check(FaultOp::PartialWrite);
-        st.write_counter += 1;
-        let counter = st.write_counter;
-        let inode = &mut st.inodes[self.inode];
-        inode.last_write = counter;
+        let at = match offset {
+            Some(o) => usize::try_from(o).map_err(io::Error::other)?,
+            None => inode.data.len(),
+        };
         let n = if partial.is_ok() {
             buf.len()
         } else {
             buf.len() / 2
         };
-        let at = usize::try_from(offset).map_err(io::Error::other)?;
         inode.dirty_from = inode.dirty_from.min(at.min(inode.data.len()));
         if inode.data.len() < at + n {
             inode.data.resize(at + n, 0);
         }
         inode.data[at..at + n].copy_from_slice(&buf[..n]);
         partial
+    }
+}
+
+impl WritableFile for SimFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write(None, buf)
+    }
+
+    fn write_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write(Some(offset), buf)
     }
 
     fn sync(&mut self) -> io::Result<()> {
