@@ -149,20 +149,22 @@ fn round_trip(c: &mut Criterion) {
     f.close();
 }
 
+/// Caller `c`: `per` operations one after the other, half gets, half puts, over 10,000 rows.
+async fn caller(kura: &Kura, c: usize, per: usize) {
+    let read = ReadSpec::default();
+    for n in 0..per {
+        let i = (c * 7919 + n * 104_729) % 10_000;
+        if n % 2 == 0 {
+            kura.get("t", &key(i), &read).await.expect("get");
+        } else {
+            kura.mutate("t", put(key(i), b"v")).await.expect("put");
+        }
+    }
+}
+
 /// `ops` operations from `callers` concurrent callers, half gets, half puts.
 async fn mixed_ops(kura: &Kura, callers: usize, ops: usize) {
-    let per = ops / callers;
-    let tasks = (0..callers).map(|c| async move {
-        let read = ReadSpec::default();
-        for n in 0..per {
-            let i = (c * 7919 + n * 104_729) % 10_000;
-            if n % 2 == 0 {
-                kura.get("t", &key(i), &read).await.expect("get");
-            } else {
-                kura.mutate("t", put(key(i), b"v")).await.expect("put");
-            }
-        }
-    });
+    let tasks = (0..callers).map(|c| caller(kura, c, ops / callers));
     futures::future::join_all(tasks).await;
 }
 
@@ -179,22 +181,7 @@ async fn mixed_ops_on_arbiters(kura: &Kura, callers: usize, ops: usize) {
         let kura = kura.clone();
         let tx = tx.clone();
         arbiter.spawn(async move {
-            let per = ops / callers;
-            let tasks = (0..per_arbiter).map(|k| {
-                let kura = &kura;
-                let c = a * per_arbiter + k;
-                async move {
-                    let read = ReadSpec::default();
-                    for n in 0..per {
-                        let i = (c * 7919 + n * 104_729) % 10_000;
-                        if n % 2 == 0 {
-                            kura.get("t", &key(i), &read).await.expect("get");
-                        } else {
-                            kura.mutate("t", put(key(i), b"v")).await.expect("put");
-                        }
-                    }
-                }
-            });
+            let tasks = (0..per_arbiter).map(|k| caller(&kura, a * per_arbiter + k, ops / callers));
             futures::future::join_all(tasks).await;
             tx.send(()).await.expect("bench waits");
         });
