@@ -112,7 +112,8 @@ pub struct StoreOptions {
     /// Keep the active log this many zero bytes ahead of its frames, written that many at a
     /// time (FORMAT.md, "Preallocated tail"), so that a log fsync commits data only, not a new
     /// file size. 0 (the default here; the server uses [`DEFAULT_LOG_PREALLOC`]): no
-    /// preallocation, every fsync also commits the file's growth.
+    /// preallocation, every fsync also commits the file's growth. Ignored in `None`
+    /// durability, which never fsyncs the log.
     pub log_prealloc: u64,
 }
 
@@ -1032,7 +1033,12 @@ impl RegionStore {
 
         let memtable = memtable.build();
         let next_file = AtomicU64::new(file_ids);
-        let prealloc = options.log_prealloc;
+        // Preallocation serves fsyncs: in `None` durability the log is never fsynced, and the
+        // zeros would only double what it writes.
+        let prealloc = match options.durability {
+            Durability::None => 0,
+            _ => options.log_prealloc,
+        };
         let log = match active {
             Some((n, len, file_len, version))
                 if len >= log::LOG_HEADER_LEN && version == crate::codec::LOG_FORMAT_VERSION =>
@@ -1077,7 +1083,7 @@ impl RegionStore {
             owns_row: options.owns_row,
             background_flush: options.background_flush,
             background_write_rate: options.background_write_rate,
-            log_prealloc: options.log_prealloc,
+            log_prealloc: prealloc,
             flush_hurry: Arc::default(),
             memtable,
             frozen: None,
@@ -2280,7 +2286,7 @@ impl RegionStore {
             options.families.clone()
         };
         if !keys.is_empty() {
-            let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2, options.log_prealloc)?;
+            let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2, self.log_prealloc)?;
             for (row, i) in keys {
                 w.add(&LogRecord {
                     seq: self.next_seq,

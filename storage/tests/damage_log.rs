@@ -627,11 +627,11 @@ fn a_write_torn_over_the_preallocated_zeros_loses_only_that_unacknowledged_write
     for torn in [1, 5, 9, 20, 60] {
         let mut o = opts();
         o.log_prealloc = PREALLOC;
-        o.durability = Durability::None;
+        // An hour between fsyncs: the write goes over the zeros and is never fsynced; then a
+        // power cut keeps only its first `torn` bytes.
+        o.durability = Durability::Interval(std::time::Duration::from_secs(3600));
         let (mut s, _) =
             RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), o).expect("open");
-        // Durability none: written over the zeros, never fsynced; then a power cut keeps only
-        // its first `torn` bytes.
         mutate(&mut s, "r2", vec![put("cf", "a", Some(1), &"x".repeat(40))]);
         drop(s);
         fs.power_cut(Some(torn));
@@ -639,4 +639,24 @@ fn a_write_torn_over_the_preallocated_zeros_loses_only_that_unacknowledged_write
             open_prealloc(&fs, RecoveryMode::Strict).unwrap_or_else(|e| panic!("torn {torn}: {e}"));
         assert_eq!(state(&s), acked, "torn {torn}: only the acknowledged write");
     }
+}
+
+#[test]
+fn a_log_that_is_never_fsynced_is_not_preallocated() {
+    let fs = SimFs::new();
+    let mut o = opts();
+    o.log_prealloc = PREALLOC;
+    o.durability = Durability::None;
+    let (mut s, _) =
+        RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), o).expect("open");
+    mutate(&mut s, "r1", vec![put("cf", "a", Some(1), "v")]);
+    let log_bytes = s.stats().log_bytes;
+    let log = fs
+        .list(Path::new(DIR))
+        .expect("list")
+        .into_iter()
+        .find(|n| n.ends_with(".log"))
+        .expect("a log");
+    let on_disk = fs.len(&Path::new(DIR).join(log)).expect("len");
+    assert_eq!(on_disk, log_bytes, "no zeros ahead of the frames");
 }

@@ -61,6 +61,8 @@ fn put(row: Vec<u8>, value: Vec<u8>) -> RowMutation {
 fn kura_open(dir: &std::path::Path, durability: Durability) -> RegionStore {
     let mut opts = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
     opts.durability = durability;
+    // The log as the server writes it (preallocated, storage/FORMAT.md §4.5).
+    opts.log_prealloc = kura_storage::DEFAULT_LOG_PREALLOC;
     RegionStore::open(dir, opts).expect("open kura store").0
 }
 
