@@ -122,12 +122,12 @@ enum Read {
 }
 
 impl Read {
-    /// Whether the read would see `row`.
-    fn touches(&self, row: &[u8]) -> bool {
+    /// Whether the read would see one of `rows`.
+    fn touches(&self, rows: &HashSet<Vec<u8>>) -> bool {
         match self {
-            Read::Get(m) => m.row == row,
-            Read::MultiGet(m) => m.rows.iter().any(|(_, r)| r == row),
-            Read::Scan(m) => m.spec.contains(row),
+            Read::Get(m) => rows.contains(&m.row),
+            Read::MultiGet(m) => m.rows.iter().any(|(_, r)| rows.contains(r)),
+            Read::Scan(m) => rows.iter().any(|r| m.spec.contains(r)),
         }
     }
 }
@@ -408,7 +408,7 @@ impl RegionActor {
         let held = self
             .in_flight
             .as_ref()
-            .is_some_and(|f| f.rows.iter().any(|r| read.touches(r)));
+            .is_some_and(|f| read.touches(&f.rows));
         match read {
             read if held => self.held_reads.push(read),
             Read::Get(msg) => self.get(msg),

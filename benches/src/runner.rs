@@ -146,9 +146,10 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // Before the clock starts: the scrape must not delay the phase's first operations.
+    let fsyncs_before = scrape_fsyncs(&cfg.addr, cfg.timeout).await;
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
-    let fsyncs_before = scrape_fsyncs(&cfg.addr, cfg.timeout).await;
     let pb = progress_bar(cfg);
     let mut handles = Vec::with_capacity(cfg.connections);
     for idx in 0..cfg.connections {
@@ -340,7 +341,8 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    /// A bare HTTP/1.1 responder whose very first answer is delayed by `stall`.
+    /// A bare HTTP/1.1 responder whose first answer to the workload is delayed by `stall`
+    /// (`/metrics`, which the runner scrapes around a phase, is answered at once).
     async fn stalling_server(stall: Duration) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
@@ -358,8 +360,9 @@ mod tests {
                         };
                         buf.extend_from_slice(&chunk[..n]);
                         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let scrape = buf.starts_with(b"GET /metrics ");
                             buf.drain(..end + 4);
-                            if first.swap(false, Ordering::SeqCst) {
+                            if !scrape && first.swap(false, Ordering::SeqCst) {
                                 tokio::time::sleep(stall).await;
                             }
                             let resp = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";

@@ -10,7 +10,7 @@
 //! 3. On input `key`, `column` and `timestamp` may be missing (the caller supplies fallbacks);
 //!    anything malformed is a 400 naming what is wrong.
 
-use super::media::{b64_decode, Repr};
+use super::media::{b64_decode, b64_encode_into, Repr};
 use crate::error::{ApiError, ApiResult};
 use kura_storage::model::{Cell, Row, Timestamp};
 use quick_xml::events::{BytesStart, Event};
@@ -217,25 +217,22 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
 /// The `family:qualifier` bytes of a cell.
 pub fn column_bytes(c: &Cell) -> Vec<u8> {
     let mut col = Vec::with_capacity(c.family.len() + 1 + c.qualifier.len());
-    col.extend_from_slice(&c.family);
-    col.push(b':');
-    col.extend_from_slice(&c.qualifier);
+    column_into(c, &mut col);
     col
 }
 
-/// Appends the base64 of `bytes` to `out` (no intermediate string).
-fn push_b64(out: &mut String, bytes: &[u8]) {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode_string(bytes, out);
+/// Replaces the contents of `col` with the `family:qualifier` bytes of a cell.
+fn column_into(c: &Cell, col: &mut Vec<u8>) {
+    col.clear();
+    col.extend_from_slice(&c.family);
+    col.push(b':');
+    col.extend_from_slice(&c.qualifier);
 }
 
 /// Appends the base64 of a cell's `family:qualifier`, built in `scratch`.
 fn push_b64_column(out: &mut String, scratch: &mut Vec<u8>, c: &Cell) {
-    scratch.clear();
-    scratch.extend_from_slice(&c.family);
-    scratch.push(b':');
-    scratch.extend_from_slice(&c.qualifier);
-    push_b64(out, scratch);
+    column_into(c, scratch);
+    b64_encode_into(scratch, out);
 }
 
 /// Appends one JSON row object (`{"key":..,"Cell":[..]}`).
@@ -243,7 +240,7 @@ pub fn json_row(out: &mut String, key: &[u8], cells: &[Cell]) {
     let mut scratch = Vec::new();
     let mut ts = itoa::Buffer::new();
     out.push_str("{\"key\":\"");
-    push_b64(out, key);
+    b64_encode_into(key, out);
     out.push_str("\",\"Cell\":[");
     for (i, c) in cells.iter().enumerate() {
         if i > 0 {
@@ -254,7 +251,7 @@ pub fn json_row(out: &mut String, key: &[u8], cells: &[Cell]) {
         out.push_str("\",\"timestamp\":");
         out.push_str(ts.format(c.timestamp));
         out.push_str(",\"$\":\"");
-        push_b64(out, &c.value);
+        b64_encode_into(&c.value, out);
         out.push_str("\"}");
     }
     out.push_str("]}");
@@ -265,7 +262,7 @@ pub fn xml_row(out: &mut String, key: &[u8], cells: &[Cell]) {
     let mut scratch = Vec::new();
     let mut ts = itoa::Buffer::new();
     out.push_str("<Row key=\"");
-    push_b64(out, key);
+    b64_encode_into(key, out);
     out.push_str("\">");
     for c in cells {
         out.push_str("<Cell column=\"");
@@ -273,7 +270,7 @@ pub fn xml_row(out: &mut String, key: &[u8], cells: &[Cell]) {
         out.push_str("\" timestamp=\"");
         out.push_str(ts.format(c.timestamp));
         out.push_str("\">");
-        push_b64(out, &c.value);
+        b64_encode_into(&c.value, out);
         out.push_str("</Cell>");
     }
     out.push_str("</Row>");

@@ -183,6 +183,11 @@ pub fn b64_encode(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// [`b64_encode`], appended to `out` (no intermediate string).
+pub fn b64_encode_into(bytes: &[u8], out: &mut String) {
+    base64::engine::general_purpose::STANDARD.encode_string(bytes, out);
+}
+
 /// How row keys and columns are written in a URL (`e=` / `Encoding:`; HBASE-28174).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyEncoding {

@@ -837,7 +837,7 @@ pub struct RegionStore {
     owns_row: Option<RowPredicate>,
     background_flush: bool,
     background_write_rate: u64,
-    /// [`StoreOptions::log_prealloc`].
+    /// [`StoreOptions::log_prealloc`], or 0 in `None` durability (see `open`).
     log_prealloc: u64,
     /// Tells the running background flush to stop pacing (see [`Pace`]).
     flush_hurry: Arc<AtomicBool>,
