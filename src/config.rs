@@ -52,9 +52,17 @@ pub struct Config {
     #[arg(long, env = "KURA_WORKERS", default_value_t = 0)]
     pub workers: usize,
 
-    /// Region threads (arbiters) (0 = one per core).
+    /// Region threads (arbiters) (0 = one per core). Only with `--thread-per-core false`: by
+    /// default the regions run on the HTTP workers' threads.
     #[arg(long, env = "KURA_ARBITERS", default_value_t = 0)]
     pub arbiters: usize,
+
+    /// Run the regions on the HTTP workers' threads (one thread per core serves both), so that
+    /// a request whose region lives on the worker that took it never changes thread. `false`
+    /// gives the regions threads of their own (`--arbiters`).
+    #[arg(long, env = "KURA_THREAD_PER_CORE", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub thread_per_core: bool,
 
     /// Regions a new table gets unless its schema sets KURA_REGIONS (0 = one per arbiter).
     #[arg(long, env = "KURA_DEFAULT_REGIONS", default_value_t = 0)]
@@ -69,11 +77,12 @@ pub struct Config {
     #[arg(long, env = "KURA_SYNC_INTERVAL_MS", default_value_t = 100)]
     pub sync_interval_ms: u64,
 
-    /// In `sync` durability, fsync each region's log on a thread of its own, so that reads of
-    /// other rows are served during the fsync. Pays off where an fsync takes milliseconds; costs
-    /// throughput where it takes a fraction of one (README, "Highlights").
-    #[arg(long, env = "KURA_SYNC_THREAD")]
-    pub sync_thread: bool,
+    /// In `sync` durability, fsync each region's log on a thread of its own, so that the
+    /// region's thread goes on serving during the fsync. Default: on with `--thread-per-core`
+    /// (the region's thread is an HTTP worker, which must not sit in an fsync), off without it
+    /// (an extra thread wake-up per commit costs throughput where an fsync is short).
+    #[arg(long, env = "KURA_SYNC_THREAD", action = clap::ArgAction::Set)]
+    pub sync_thread: Option<bool>,
 
     /// Pin region arbiter i to CPU i (thread per core). Keeps two busy arbiters from being
     /// scheduled onto one CPU; best on a machine dedicated to the server.
@@ -217,6 +226,14 @@ impl Config {
             .filter(|t| !t.is_empty()))
     }
 
+    /// HTTP worker threads: `--workers`, or one per core.
+    pub fn worker_threads(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     /// The store's configuration.
     pub fn kura_config(&self) -> KuraConfig {
         let mut k = KuraConfig::new(self.data_dir.clone());
@@ -242,7 +259,7 @@ impl Config {
             mb => Some(mb << 20),
         };
         k.mailbox_capacity = self.mailbox_capacity.max(1);
-        k.sync_thread = self.sync_thread;
+        k.sync_thread = self.sync_thread.unwrap_or(self.thread_per_core);
         k.pin_arbiters = self.pin_arbiters;
         k
     }

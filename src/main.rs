@@ -2,15 +2,18 @@
 //! SIGINT/SIGTERM stop accepting, drain, then flush and close every region.
 //!
 //! # Invariants
-//! 1. `Kura::shutdown` runs after the HTTP server has stopped, so no acknowledged write races it.
+//! 1. No acknowledged write races the shutdown: with the regions on their own threads,
+//!    `Kura::shutdown` runs after the HTTP server has stopped; thread per core (the default),
+//!    it runs before the workers stop (the regions live on them), and a request that reaches a
+//!    closed region answers 503 without having written anything.
 //! 2. A refused configuration (remote bind without `--allow-remote`, unreadable token file) exits
 //!    with status 2 before anything is opened.
 
-use actix_web::web;
 use clap::Parser;
 use kura::config::Config;
-use kura::state::AppState;
+use kura::state::{AppState, StateSource};
 use kura_actors::Kura;
+use std::sync::Arc;
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a region's memtable is millions of small allocations
@@ -59,36 +62,85 @@ fn main() -> std::process::ExitCode {
 
 async fn run(config: Config, token: Option<String>) -> Result<(), String> {
     let started = std::time::Instant::now();
-    let kura = Kura::start(config.kura_config()).await.map_err(|e| {
+    let cannot_open = |e| {
         format!(
             "cannot open the store in {}: {e}",
             config.data_dir.display()
         )
-    })?;
+    };
+    let source = StateSource::pending();
+    let tpc = config.thread_per_core;
+    // Thread per core: the workers must exist before the store, whose regions run on them.
+    let separate = if tpc {
+        None
+    } else {
+        Some(
+            Kura::start(config.kura_config())
+                .await
+                .map_err(cannot_open)?,
+        )
+    };
+    let server = kura::server::build_server(&config, Arc::clone(&source), tpc, token)
+        .map_err(|e| format!("cannot serve on {}: {e}", config.bind))?;
+    let handle = server.handle();
+    // Polling the server starts the workers (each registers its arbiter as it builds its app).
+    let mut served = actix_rt::spawn(server);
+    let kura = match separate {
+        Some(kura) => kura,
+        None => {
+            let workers = config.worker_threads();
+            let arbiters = loop {
+                let arbiters = source.arbiters();
+                if arbiters.len() >= workers || served.is_finished() {
+                    break arbiters;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            };
+            match Kura::start_on(config.kura_config(), arbiters).await {
+                Ok(kura) => kura,
+                Err(e) => {
+                    handle.stop(false).await;
+                    return Err(cannot_open(e));
+                }
+            }
+        }
+    };
     kura::ops::metrics::record_startup(started.elapsed());
     tracing::info!(
         took_ms = started.elapsed().as_millis() as u64,
+        thread_per_core = tpc,
         "store opened"
     );
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }
-    let state = web::Data::new(AppState {
+    source.set(AppState {
         kura: kura.clone(),
         limits: config.limits(),
     });
-    let server = kura::server::build_server(&config, state, token)
-        .map_err(|e| format!("cannot serve on {}: {e}", config.bind))?;
     tracing::info!(bind = %config.bind, data_dir = %config.data_dir.display(), "kura serving");
-    let handle = server.handle();
-    actix_rt::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutdown requested: draining HTTP connections");
-        handle.stop(true).await;
-    });
-    let served = server.await;
-    tracing::info!("HTTP stopped: flushing and closing every region");
-    let closed = kura.shutdown().await;
+    let (served, closed) = tokio::select! {
+        served = &mut served => (served, kura.shutdown().await),
+        () = wait_for_signal() => {
+            tracing::info!("shutdown requested");
+            if tpc {
+                // The regions live on the workers: close them while the workers still run.
+                // Requests that reach a closed region answer 503; every acknowledged write was
+                // committed before its region closed.
+                tracing::info!("flushing and closing every region, then draining HTTP");
+                let closed = kura.shutdown().await;
+                handle.stop(true).await;
+                (served.await, closed)
+            } else {
+                tracing::info!("draining HTTP connections");
+                handle.stop(true).await;
+                let served = served.await;
+                tracing::info!("HTTP stopped: flushing and closing every region");
+                (served, kura.shutdown().await)
+            }
+        }
+    };
+    let served = served.map_err(|e| format!("server task failed: {e}"))?;
     served.map_err(|e| format!("server error: {e}"))?;
     closed.map_err(|e| format!("shutdown error: {e}"))?;
     tracing::info!("clean shutdown");

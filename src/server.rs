@@ -11,14 +11,18 @@
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::StateSource;
 use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::Extensions;
 use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, App, Error, HttpServer, ResponseError};
 use futures::{FutureExt, StreamExt};
+use std::cell::OnceCell;
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 
@@ -120,11 +124,34 @@ pub async fn catch_panic(
     }
 }
 
-/// Builds the server exactly as `main` runs it, bound and ready to `.await`.
-/// Signals are left to the caller, which must call `Kura::shutdown` after the server stops.
+/// Registers the state as app data on the request (waiting for it while the store opens).
+async fn provide_state(
+    state: Arc<StateSource>,
+    container: Rc<OnceCell<Rc<Extensions>>>,
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let data = match container.get() {
+        Some(data) => Rc::clone(data),
+        None => {
+            let mut data = Extensions::new();
+            data.insert(state.wait().await);
+            Rc::clone(container.get_or_init(|| Rc::new(data)))
+        }
+    };
+    req.add_data_container(data);
+    next.call(req).await
+}
+
+/// Builds the server exactly as `main` runs it, bound; it starts its workers when first polled.
+/// Handlers find the [`AppState`](crate::state::AppState) through `state` (requests wait until it is set). With
+/// `register_arbiters`, each worker records its arbiter in `state` as it starts, for
+/// `Kura::start_on` (thread per core). Signals are left to the caller, which must call
+/// `Kura::shutdown` before the workers stop (thread per core) or after the server stops.
 pub fn build_server(
     config: &Config,
-    state: web::Data<AppState>,
+    state: Arc<StateSource>,
+    register_arbiters: bool,
     token: Option<String>,
 ) -> std::io::Result<Server> {
     let addrs = config
@@ -133,11 +160,20 @@ pub fn build_server(
     let token = web::Data::new(AuthToken(token));
     let max_body = config.max_body;
     let mut server = HttpServer::new(move || {
+        if register_arbiters {
+            state.register_current_arbiter();
+        }
+        // This worker's data container holding the state, built by its first request.
+        let container: Rc<OnceCell<Rc<Extensions>>> = Rc::default();
+        let state = Arc::clone(&state);
         App::new()
-            .app_data(state.clone())
             .app_data(token.clone())
             .app_data(web::PayloadConfig::new(max_body))
             .app_data(web::JsonConfig::default().limit(max_body))
+            // Innermost: every handler finds `web::Data<AppState>`.
+            .wrap(from_fn(move |req, next| {
+                provide_state(Arc::clone(&state), Rc::clone(&container), req, next)
+            }))
             .wrap(actix_web::middleware::Compress::default())
             .wrap(from_fn(require_bearer))
             .wrap(from_fn(catch_panic))
@@ -151,9 +187,7 @@ pub fn build_server(
     .tcp_nodelay(true)
     .shutdown_timeout(10)
     .disable_signals();
-    if config.workers > 0 {
-        server = server.workers(config.workers);
-    }
+    server = server.workers(config.worker_threads());
     Ok(server.bind(&addrs[..])?.run())
 }
 

@@ -31,3 +31,82 @@ pub struct AppState {
     pub kura: Kura,
     pub limits: Limits,
 }
+
+/// Where handlers find the [`AppState`]: set once the store is open.
+///
+/// A thread-per-core server must start its HTTP workers before the store, because the store's
+/// regions run on the workers' threads (`Kura::start_on`); the listening socket is open by then.
+/// A request that arrives before the state is set waits for it (the client sees a slow first
+/// answer, never an error), then every request of that worker finds it without waiting.
+///
+/// # Invariants
+/// 1. The state is set at most once; the workers' arbiters are registered at most once per
+///    worker thread (an `App` is built per worker and per listening address).
+pub struct StateSource {
+    state: std::sync::OnceLock<actix_web::web::Data<AppState>>,
+    ready: tokio::sync::Notify,
+    arbiters: parking_lot::Mutex<Vec<(std::thread::ThreadId, actix::ArbiterHandle)>>,
+}
+
+impl StateSource {
+    /// A source whose state is set later ([`StateSource::set`]).
+    pub fn pending() -> std::sync::Arc<StateSource> {
+        std::sync::Arc::new(StateSource {
+            state: std::sync::OnceLock::new(),
+            ready: tokio::sync::Notify::new(),
+            arbiters: parking_lot::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A source whose state is there from the start.
+    pub fn ready(state: AppState) -> std::sync::Arc<StateSource> {
+        let source = StateSource::pending();
+        source.set(state);
+        source
+    }
+
+    /// Publish the state and wake every request waiting for it. A second call is ignored.
+    pub fn set(&self, state: AppState) {
+        if self.state.set(actix_web::web::Data::new(state)).is_ok() {
+            self.ready.notify_waiters();
+        }
+    }
+
+    /// The state, once set.
+    pub fn get(&self) -> Option<&actix_web::web::Data<AppState>> {
+        self.state.get()
+    }
+
+    /// The state, waiting until it is set.
+    pub async fn wait(&self) -> actix_web::web::Data<AppState> {
+        loop {
+            // Registered before the check, so that a `set` between the two is not missed.
+            let notified = self.ready.notified();
+            if let Some(state) = self.state.get() {
+                return state.clone();
+            }
+            notified.await;
+        }
+    }
+
+    /// Record the calling thread's arbiter (an HTTP worker building its `App`), once per thread.
+    pub fn register_current_arbiter(&self) {
+        let Some(arbiter) = actix::Arbiter::try_current() else {
+            return;
+        };
+        let id = std::thread::current().id();
+        let mut all = self.arbiters.lock();
+        if !all.iter().any(|(t, _)| *t == id) {
+            all.push((id, arbiter));
+        }
+    }
+
+    /// The arbiters registered so far, in registration order.
+    pub fn arbiters(&self) -> Vec<actix::ArbiterHandle> {
+        self.arbiters
+            .lock()
+            .iter()
+            .map(|(_, a)| a.clone())
+            .collect()
+    }
+}

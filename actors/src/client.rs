@@ -10,7 +10,7 @@ use crate::router::{self, Layout, RouterActor};
 use crate::routing::{RegionRoute, RoutingTable, TableRoute};
 use crate::salt::bucket_of;
 use crate::scan_merge::MergedScan;
-use actix::{Addr, Arbiter};
+use actix::{Addr, Arbiter, ArbiterHandle};
 use kura_storage::model::*;
 use kura_storage::{Durability, RecoveryMode, RegionStats};
 use std::path::PathBuf;
@@ -210,7 +210,7 @@ impl Reroute {
 
 /// Pin arbiter `i` to the `i`-th CPU this process may run on (wrapping). Best effort: a CPU
 /// that cannot be pinned leaves its arbiter unpinned, with a warning.
-fn pin(arbiters: &[Arbiter]) {
+fn pin(arbiters: &[ArbiterHandle]) {
     let Some(cores) = core_affinity::get_core_ids().filter(|c| !c.is_empty()) else {
         tracing::warn!("pin_arbiters: the CPUs of this process are unknown; arbiters not pinned");
         return;
@@ -235,7 +235,38 @@ fn router_gone(e: actix::MailboxError) -> ActorError {
 impl Kura {
     /// Open the catalog, remove orphan region directories, start the arbiters, the router and
     /// every region. Must run inside an actix System.
-    pub async fn start(mut config: KuraConfig) -> Result<Kura> {
+    pub async fn start(config: KuraConfig) -> Result<Kura> {
+        let threads = match config.arbiters {
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            n => n,
+        };
+        let owned: Vec<Arbiter> = (0..threads).map(|_| Arbiter::new()).collect();
+        let handles = owned.iter().map(|a| a.handle()).collect();
+        Kura::open(config, handles, owned)
+    }
+
+    /// [`Kura::start`] with the regions on threads the caller owns (`config.arbiters` is
+    /// ignored): a thread-per-core server passes its HTTP workers' arbiters, so that a request
+    /// whose region lives on the worker that took it never leaves that thread. The caller keeps
+    /// the arbiters running until [`Kura::shutdown`] has returned (a region whose arbiter stops
+    /// first is dropped unclosed: what it acknowledged is in its log, but a region in
+    /// `interval` durability loses its last fsync). Must run inside an actix System.
+    pub async fn start_on(config: KuraConfig, arbiters: Vec<ArbiterHandle>) -> Result<Kura> {
+        if arbiters.is_empty() {
+            return Err(ActorError::Internal(
+                "Kura::start_on needs at least one arbiter".into(),
+            ));
+        }
+        Kura::open(config, arbiters, Vec::new())
+    }
+
+    fn open(
+        mut config: KuraConfig,
+        handles: Vec<ArbiterHandle>,
+        owned: Vec<Arbiter>,
+    ) -> Result<Kura> {
         let dir = config.data_dir.clone();
         std::fs::create_dir_all(dir.join(crate::catalog::REGIONS_DIR)).map_err(|e| {
             ActorError::Internal(format!("creating data directory {}: {e}", dir.display()))
@@ -244,20 +275,12 @@ impl Kura {
         let lock = lock_data_dir(&dir)?;
         let catalog = Catalog::load(&dir)?;
         router::remove_orphans(&dir, &catalog)?;
-        let threads = match config.arbiters {
-            0 => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-            n => n,
-        };
         if config.default_regions == 0 {
-            config.default_regions = u32::try_from(threads).unwrap_or(u32::MAX);
+            config.default_regions = u32::try_from(handles.len()).unwrap_or(u32::MAX);
         }
-        let arbiters: Vec<Arbiter> = (0..threads).map(|_| Arbiter::new()).collect();
         if config.pin_arbiters {
-            pin(&arbiters);
+            pin(&handles);
         }
-        let handles = arbiters.iter().map(|a| a.handle()).collect();
         let routes = Arc::new(RoutingTable::default());
         let settings = RegionSettings {
             durability: config.durability,
@@ -275,7 +298,7 @@ impl Kura {
             dir,
             catalog,
             Arc::clone(&routes),
-            arbiters,
+            (handles.clone(), owned),
             settings,
             config.default_regions,
         );
@@ -292,7 +315,8 @@ impl Kura {
         })
     }
 
-    /// Close every region (commit waiting writes, flush, sync) and stop the arbiters. Later
+    /// Close every region (commit waiting writes, flush, sync) and stop the arbiters
+    /// [`Kura::start`] started (not those passed to [`Kura::start_on`]). Later
     /// requests answer `ShuttingDown`. Idempotent.
     pub async fn shutdown(&self) -> Result<()> {
         self.inner.closing.store(true, Ordering::SeqCst);

@@ -75,7 +75,11 @@ pub(crate) struct Layout {
     data_dir: PathBuf,
     catalog: Catalog,
     routes: Arc<RoutingTable>,
-    arbiters: Vec<Arbiter>,
+    /// The threads regions run on.
+    arbiters: Vec<ArbiterHandle>,
+    /// The arbiters the topology started itself (stopped once every region is closed); empty
+    /// when the regions run on threads the caller owns (`Kura::start_on`).
+    owned: Vec<Arbiter>,
     /// Regions per arbiter, to place new regions on the least loaded one.
     arbiter_load: Vec<usize>,
     settings: RegionSettings,
@@ -120,7 +124,7 @@ impl Layout {
         data_dir: PathBuf,
         catalog: Catalog,
         routes: Arc<RoutingTable>,
-        arbiters: Vec<Arbiter>,
+        (arbiters, owned): (Vec<ArbiterHandle>, Vec<Arbiter>),
         settings: RegionSettings,
         default_regions: u32,
     ) -> Self {
@@ -130,6 +134,7 @@ impl Layout {
             catalog,
             routes,
             arbiters,
+            owned,
             arbiter_load: vec![0; n],
             settings,
             default_regions: default_regions.max(1),
@@ -157,7 +162,7 @@ impl Layout {
             settings: self.settings.clone(),
             router,
         };
-        let addr = RegionActor::launch(spec, &self.arbiters[arbiter].handle());
+        let addr = RegionActor::launch(spec, &self.arbiters[arbiter]);
         Ok(RegionRoute {
             bucket_start: meta.bucket_start,
             bucket_end: meta.bucket_end,
@@ -449,12 +454,16 @@ impl Layout {
             return Ok(());
         }
         self.closed = true;
-        let names: Vec<String> = self.routes.tables.iter().map(|e| e.key().clone()).collect();
+        // The routes stay published: a request routed from here on meets `Kura`'s closing
+        // flag or a closed mailbox and answers `ShuttingDown`, not "no such table".
+        let routes: Vec<Arc<TableRoute>> = self
+            .routes
+            .tables
+            .iter()
+            .map(|e| Arc::clone(e.value()))
+            .collect();
         let mut first_err = None;
-        for name in names {
-            let Some((_, route)) = self.routes.tables.remove(&name) else {
-                continue;
-            };
+        for route in routes {
             let closes = route.regions.iter().map(|r| {
                 let h = r.handle.clone();
                 async move { h.call_unbounded(|reply| messages::Close { reply }).await }
@@ -465,7 +474,7 @@ impl Layout {
                 }
             }
         }
-        for a in &self.arbiters {
+        for a in &self.owned {
             a.stop();
         }
         first_err.map_or(Ok(()), Err)

@@ -86,6 +86,28 @@ impl Server {
         }
     }
 
+    /// SIGTERM, then wait (at most `timeout`) for the process to exit: a clean shutdown.
+    /// Returns the exit status, or `None` if it had not exited by then (it is then killed).
+    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(sent, "could not send SIGTERM to the server");
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     /// Kills (if running) and starts again on the same port and data directory; returns how
     /// long the restart took until `/healthz` answered.
     pub fn restart(&mut self) -> Duration {
