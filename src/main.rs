@@ -70,6 +70,13 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
     };
     let source = StateSource::pending();
     let tpc = config.thread_per_core;
+    if tpc && config.arbiters != 0 {
+        tracing::warn!(
+            arbiters = config.arbiters,
+            "--arbiters is ignored with --thread-per-core true: the regions run on the HTTP \
+             workers (set --workers, or --thread-per-core false)"
+        );
+    }
     // Thread per core: the workers must exist before the store, whose regions run on them.
     let separate = if tpc {
         None
@@ -91,8 +98,16 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
             let workers = config.worker_threads();
             let arbiters = loop {
                 let arbiters = source.arbiters();
-                if arbiters.len() >= workers || served.is_finished() {
+                if arbiters.len() >= workers {
                     break arbiters;
+                }
+                if served.is_finished() {
+                    let why = match (&mut served).await {
+                        Ok(Err(e)) => e.to_string(),
+                        Ok(Ok(())) => "it stopped".into(),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(format!("the HTTP workers did not start: {why}"));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             };

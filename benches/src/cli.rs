@@ -135,13 +135,14 @@ pub struct Args {
     /// Region counts of the sweep.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub sweep_regions: Vec<u32>,
-    /// Arbiter counts of the sweep (with --spawn-server).
+    /// Region thread counts of the sweep (with --spawn-server: `--workers N --arbiters N`).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub sweep_arbiters: Vec<u32>,
     /// Start this server binary on a free port with a temporary data dir instead of --target.
     #[arg(long)]
     pub spawn_server: Option<PathBuf>,
-    /// `--arbiters` for a spawned server (not in a sweep).
+    /// Region threads of a spawned server (not in a sweep): `--workers N --arbiters N` (thread
+    /// per core, the server's default, runs the regions on its N HTTP workers).
     #[arg(long)]
     pub arbiters: Option<usize>,
     /// `--durability` for a spawned server (sync, interval, none).

@@ -27,7 +27,8 @@ pub fn free_port() -> Result<u16> {
 }
 
 impl SpawnedServer {
-    /// Start `binary --bind 127.0.0.1:<free> --data-dir <tmp> [--arbiters N] [--durability D]
+    /// Start `binary --bind 127.0.0.1:<free> --data-dir <tmp> [--workers N --arbiters N]
+    /// [--durability D]
     /// [extra...]`, logging to `log_dir/server-<port>.log` when given.
     pub fn start(
         binary: &Path,
@@ -47,7 +48,13 @@ impl SpawnedServer {
             .arg("--data-dir")
             .arg(data.path());
         if let Some(a) = arbiters {
-            cmd.arg("--arbiters").arg(a.to_string());
+            // Thread per core (the server's default), the regions run on the HTTP workers: the
+            // worker count is the region thread count. With `--thread-per-core false` in
+            // `extra`, this gives as many HTTP workers as region arbiters.
+            cmd.arg("--workers")
+                .arg(a.to_string())
+                .arg("--arbiters")
+                .arg(a.to_string());
         }
         if let Some(d) = durability {
             cmd.arg("--durability").arg(d);
