@@ -1,8 +1,8 @@
 //! Background work of the regions: flushes, compactions and freeing flushed memtables; and
 //! each region's log-sync thread ([`Syncer`]).
 //!
-//! Each job runs on a thread of its own (they are rare: one per flush or compaction) at a
-//! lower CPU priority (nice 10), as RocksDB's `LowerThreadPoolCPUPriority` does. On a machine
+//! Each job runs on a thread of its own (they are rare: one per flush, compaction or split); a
+//! flush or a compaction at a lower CPU priority (nice 10), as RocksDB's `LowerThreadPoolCPUPriority` does. On a machine
 //! with few cores, a flush or a compaction then takes the CPU that serving requests leaves
 //! idle, instead of half of it: without this, a 64 MiB flush on 2 cores cut the throughput of
 //! the requests running meanwhile by more than half for a second.
@@ -26,11 +26,29 @@ pub(crate) fn run<T: Send + 'static>(
     what: &'static str,
     job: impl FnOnce() -> T + Send + 'static,
 ) -> impl Future<Output = Result<T, ActorError>> {
+    run_at(what, true, job)
+}
+
+/// [`run`] at normal priority: for work that a paused region waits for (a split's export).
+pub(crate) fn run_now<T: Send + 'static>(
+    what: &'static str,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> impl Future<Output = Result<T, ActorError>> {
+    run_at(what, false, job)
+}
+
+fn run_at<T: Send + 'static>(
+    what: &'static str,
+    low_priority: bool,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> impl Future<Output = Result<T, ActorError>> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new()
         .name(format!("kura-{what}"))
         .spawn(move || {
-            lower_priority();
+            if low_priority {
+                lower_priority();
+            }
             let _ = tx.send(std::panic::catch_unwind(AssertUnwindSafe(job)));
         });
     async move {

@@ -31,6 +31,10 @@
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
+//! 6. A split's flush and export run on a thread of their own with the store moved there, while
+//!    the actor is paused (`ctx.wait`): it handles no message until the store is back, so the
+//!    export sees exactly the acknowledged writes, and the arbiter (with thread per core, an
+//!    HTTP worker) goes on serving its other regions and connections meanwhile.
 
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
@@ -806,25 +810,64 @@ impl Handler<PrepareSplit> for RegionActor {
             ))));
             return;
         };
-        let res = match self.store() {
-            Ok(store) => store
-                .flush()
-                .and_then(|()| store.export_rows(&*pred, &msg.new_dir, options)),
-            Err(e) => Err(kura_storage::Error::Poisoned(e.to_string())),
-        };
-        if let Err(e) = res {
-            let e = self.store_err(e);
+        if let Err(e) = self.store() {
             let _ = msg.reply.send(Err(e.into()));
+            return;
+        }
+        let Some(mut store) = self.store.take() else {
+            return;
+        };
+        // The flush and the export write up to half the region: seconds for a large one. They
+        // run on a thread of their own while this actor (not its arbiter, an HTTP worker with
+        // thread per core) is paused: its requests wait in its mailbox, as they would behind
+        // an inline export, while the arbiter's other regions and connections are served.
+        let new_dir = msg.new_dir;
+        let job = crate::background::run_now("split", move || {
+            let res = store
+                .flush()
+                .and_then(|()| store.export_rows(&*pred, &new_dir, options));
+            (store, res)
+        });
+        let (reply, at) = (msg.reply, msg.at);
+        ctx.wait(job.into_actor(self).map(move |out, act, ctx| {
+            let res = match out {
+                Ok((store, res)) => {
+                    act.store = Some(store);
+                    res.map_err(|e| act.store_err(e))
+                }
+                // The store went down with the thread: fail closed (its files are intact; a
+                // restart recovers them).
+                Err(e) => {
+                    act.fail(e.to_string());
+                    Err(e)
+                }
+            };
+            act.split_exported(res, (start, at), reply, ctx);
+        }));
+    }
+}
+
+impl RegionActor {
+    /// The upper half `[at, end)` was exported (or not): narrow to `[start, at)` and answer.
+    fn split_exported(
+        &mut self,
+        res: Result<(), ActorError>,
+        (start, at): (u32, u32),
+        reply: Reply<()>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(e) = res {
+            let _ = reply.send(Err(e.into()));
             return;
         }
         // From here on requests for the moved buckets are answered NotOwner and retried by the
         // handle until the router publishes the new layout.
-        self.range = (start, msg.at);
+        self.range = (start, at);
         let lower = owns_row_predicate(&self.salt, self.range);
         if let Ok(store) = self.store() {
             store.set_owns_row(lower);
         }
-        let _ = msg.reply.send(Ok(()));
+        let _ = reply.send(Ok(()));
         // Drop the exported rows from this region's segments in the background.
         self.split_requested = true;
         self.split_cleanup_due = true;
