@@ -31,10 +31,11 @@
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
-//! 6. A split's flush and export run on a thread of their own with the store moved there, while
-//!    the actor is paused (`ctx.wait`): it handles no message until the store is back, so the
-//!    export sees exactly the acknowledged writes, and the arbiter (with thread per core, an
-//!    HTTP worker) goes on serving its other regions and connections meanwhile.
+//! 6. A split's flush and export, and a flush on command, run on a thread of their own with
+//!    the store moved there, while the actor is paused (`ctx.wait`): it handles no message
+//!    until the store is back, so the work sees exactly the acknowledged writes, and the
+//!    arbiter (with thread per core, an HTTP worker) serves its other regions and connections
+//!    meanwhile.
 
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
@@ -726,16 +727,21 @@ impl Handler<Flush> for RegionActor {
 
     fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
         self.settle(ctx);
-        let res = match self.store() {
-            Ok(store) => store.flush(),
-            Err(e) => {
-                let _ = msg.reply.send(Err(e.into()));
-                return;
-            }
-        };
-        let res = res.map_err(|e| self.store_err(e).into());
-        let _ = msg.reply.send(res);
-        self.maybe_compact(ctx);
+        if let Err(e) = self.store() {
+            let _ = msg.reply.send(Err(e.into()));
+            return;
+        }
+        // Up to a whole memtable written out: not on the arbiter's thread.
+        let reply = msg.reply;
+        self.with_store_off_thread(
+            "flush",
+            ctx,
+            |store| store.flush(),
+            move |act, res, ctx| {
+                let _ = reply.send(res.map_err(Reject::from));
+                act.maybe_compact(ctx);
+            },
+        );
     }
 }
 
@@ -814,22 +820,45 @@ impl Handler<PrepareSplit> for RegionActor {
             let _ = msg.reply.send(Err(e.into()));
             return;
         }
+        // The flush and the export write up to half the region: seconds for a large one.
+        let new_dir = msg.new_dir;
+        let (reply, at) = (msg.reply, msg.at);
+        self.with_store_off_thread(
+            "split",
+            ctx,
+            move |store| {
+                store
+                    .flush()
+                    .and_then(|()| store.export_rows(&*pred, &new_dir, options))
+            },
+            move |act, res, ctx| act.split_exported(res, (start, at), reply, ctx),
+        );
+    }
+}
+
+impl RegionActor {
+    /// Run `job` on the store on a thread of its own (normal priority), the store moved there,
+    /// while this actor is paused (`ctx.wait`, invariant 6): its requests wait in its mailbox,
+    /// as they would behind the same work done inline, while its arbiter (an HTTP worker with
+    /// thread per core) serves its other regions and connections. Then `then` runs on the
+    /// actor with the store back (a store error already mapped, failing the region closed if
+    /// fatal). The caller has checked that the store is usable.
+    fn with_store_off_thread<T: Send + 'static>(
+        &mut self,
+        what: &'static str,
+        ctx: &mut Context<Self>,
+        job: impl FnOnce(&mut RegionStore) -> kura_storage::Result<T> + Send + 'static,
+        then: impl FnOnce(&mut Self, Result<T, ActorError>, &mut Context<Self>) + 'static,
+    ) {
         let Some(mut store) = self.store.take() else {
+            then(self, Err(self.unavailable()), ctx);
             return;
         };
-        // The flush and the export write up to half the region: seconds for a large one. They
-        // run on a thread of their own while this actor (not its arbiter, an HTTP worker with
-        // thread per core) is paused: its requests wait in its mailbox, as they would behind
-        // an inline export, while the arbiter's other regions and connections are served.
-        let new_dir = msg.new_dir;
-        let job = crate::background::run_now("split", move || {
-            let res = store
-                .flush()
-                .and_then(|()| store.export_rows(&*pred, &new_dir, options));
+        let work = crate::background::run_now(what, move || {
+            let res = job(&mut store);
             (store, res)
         });
-        let (reply, at) = (msg.reply, msg.at);
-        ctx.wait(job.into_actor(self).map(move |out, act, ctx| {
+        ctx.wait(work.into_actor(self).map(move |out, act, ctx| {
             let res = match out {
                 Ok((store, res)) => {
                     act.store = Some(store);
@@ -842,12 +871,10 @@ impl Handler<PrepareSplit> for RegionActor {
                     Err(e)
                 }
             };
-            act.split_exported(res, (start, at), reply, ctx);
+            then(act, res, ctx);
         }));
     }
-}
 
-impl RegionActor {
     /// The upper half `[at, end)` was exported (or not): narrow to `[start, at)` and answer.
     fn split_exported(
         &mut self,
