@@ -31,8 +31,8 @@
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
-//! 6. A split's flush and export, and a flush on command, run on a thread of their own with
-//!    the store moved there, while the actor is paused (`ctx.wait`): it handles no message
+//! 6. Opening (recovering) the store, a split's flush and export, and a flush on command run
+//!    on a thread of their own with the store moved there, while the actor is paused (`ctx.wait`): it handles no message
 //!    until the store is back, so the work sees exactly the acknowledged writes, and the
 //!    arbiter (with thread per core, an HTTP worker) serves its other regions and connections
 //!    meanwhile.
@@ -205,7 +205,7 @@ impl RegionActor {
                     })
                     .ok();
             }
-            act.open(spec.families);
+            act.open(spec.families, ctx);
             act
         })
     }
@@ -226,12 +226,28 @@ impl RegionActor {
         }
     }
 
-    fn open(&mut self, families: Vec<FamilyDescriptor>) {
+    /// Open (recover) the store on a thread of its own while the actor is paused: a long log
+    /// replay holds back this region's requests only, not its arbiter's other regions and
+    /// connections, and the regions of one arbiter recover in parallel.
+    fn open(&mut self, families: Vec<FamilyDescriptor>, ctx: &mut Context<Self>) {
         let options = self.options(families, self.range);
-        let opened = match &self.settings.file_system {
-            Some(fs) => RegionStore::open_with_fs(Arc::clone(fs), &self.dir, options),
-            None => RegionStore::open(&self.dir, options),
-        };
+        let (fs, dir) = (self.settings.file_system.clone(), self.dir.clone());
+        let job = crate::background::run_now("open", move || match fs {
+            Some(fs) => RegionStore::open_with_fs(fs, &dir, options),
+            None => RegionStore::open(&dir, options),
+        });
+        ctx.wait(
+            actix::fut::wrap_future::<_, Self>(job).map(|res, act, _| match res {
+                Ok(opened) => act.opened(opened),
+                Err(e) => act.fail(format!("opening the store: {e}")),
+            }),
+        );
+    }
+
+    fn opened(
+        &mut self,
+        opened: kura_storage::Result<(RegionStore, kura_storage::RecoveryReport)>,
+    ) {
         match opened {
             Ok((mut store, report)) => {
                 if report.truncated_at.is_some() {
