@@ -111,6 +111,11 @@ pub struct Args {
     /// Counter: number of distinct URLs (zipfian popularity).
     #[arg(long, default_value_t = 1000)]
     pub urls: u64,
+    /// Counter: sites the URLs are spread over (URL k on site k mod N). The counter keeps one
+    /// site's rows in one region (its key starts with a hash of the site), so 1, the default,
+    /// is a hot spot: every hit goes to one region.
+    #[arg(long, default_value_t = 1)]
+    pub sites: u64,
     /// Graph: relationships in the CAS storm.
     #[arg(long, default_value_t = 1)]
     pub edges: u64,
@@ -185,6 +190,7 @@ impl Args {
             expected_ops,
             users: self.users,
             urls: self.urls,
+            sites: self.sites,
             edges: self.edges,
             nonce,
         }

@@ -558,6 +558,7 @@ mod tests {
             expected_ops: 0,
             users: 1,
             urls: 1,
+            sites: 1,
             edges: 1,
             nonce: 1,
         }

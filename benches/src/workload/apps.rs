@@ -383,18 +383,25 @@ impl ListApp {
 
 /// The access-counter workload.
 pub struct Counter {
-    domain: String,
+    /// One run-unique domain per site; URL `k` is `/p{k}` on `domains[k % sites]`.
+    domains: Vec<String>,
     urls: u64,
     acked: Vec<AtomicU64>,
     unknown: AtomicU64,
 }
 
 impl Counter {
-    /// A counter workload over `--urls` paths of a run-unique domain.
+    /// A counter workload over `--urls` paths spread over `--sites` run-unique sites.
     pub fn new(p: &Params) -> Counter {
         let urls = p.urls.max(1);
+        let sites = p.sites.clamp(1, urls);
         Counter {
-            domain: format!("r{}.kura-bench.test", p.nonce),
+            domains: (0..sites)
+                .map(|j| match sites {
+                    1 => format!("r{}.kura-bench.test", p.nonce),
+                    _ => format!("r{}-s{j}.test", p.nonce),
+                })
+                .collect(),
             urls,
             acked: (0..urls).map(|_| AtomicU64::new(0)).collect(),
             unknown: AtomicU64::new(0),
@@ -406,11 +413,16 @@ impl Counter {
         self.urls
     }
 
+    fn domain(&self, k: u64) -> &str {
+        &self.domains[(k % self.domains.len() as u64) as usize]
+    }
+
     /// One operation: 90% hit on a zipfian URL, 10% read of that URL's total.
     pub async fn op(&self, w: &mut Worker, conn: &mut Conn, _rec: &mut Recorder) -> Op {
         let k = w.chooser.next(&mut w.rng, self.urls);
+        let domain = self.domain(k);
         if w.rng.gen_bool(0.9) {
-            let body = format!("{{\"domain\":\"{}\",\"path\":\"/p{k}\"}}", self.domain);
+            let body = format!("{{\"domain\":\"{domain}\",\"path\":\"/p{k}\"}}");
             let r = conn.post_json("/apps/counter/hits", body).await;
             let outcome = judge(&r, &[200]);
             match (&r, outcome) {
@@ -429,10 +441,7 @@ impl Counter {
             }
         } else {
             let r = conn
-                .get(&format!(
-                    "/apps/counter/total?domain={}&path=/p{k}",
-                    self.domain
-                ))
+                .get(&format!("/apps/counter/total?domain={domain}&path=/p{k}"))
                 .await;
             Op::judged("total", &r, &[200])
         }
@@ -445,52 +454,60 @@ impl Counter {
             ..Verification::default()
         };
         let unknown = self.unknown.load(Ordering::Relaxed);
-        let r = expect_status(
-            "counter total",
-            conn.get(&format!("/apps/counter/total?domain={}", self.domain))
-                .await,
-            &[200],
-        )?;
-        let body = parse("counter total", &r)?;
-        let mut server: HashMap<String, u64> = HashMap::new();
-        for c in body
-            .get("counts")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-        {
-            let path = c
-                .get("path")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let count = c.get("count").and_then(Value::as_u64).unwrap_or(0);
-            *server.entry(path).or_insert(0) += count;
+        // Each site's totals, keyed by (site, path).
+        let mut server: HashMap<(usize, String), u64> = HashMap::new();
+        let mut total = 0u64;
+        for (j, domain) in self.domains.iter().enumerate() {
+            let r = expect_status(
+                "counter total",
+                conn.get(&format!("/apps/counter/total?domain={domain}"))
+                    .await,
+                &[200],
+            )?;
+            let body = parse("counter total", &r)?;
+            for c in body
+                .get("counts")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+            {
+                let path = c
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let count = c.get("count").and_then(Value::as_u64).unwrap_or(0);
+                *server.entry((j, path)).or_insert(0) += count;
+            }
+            total += body.get("total").and_then(Value::as_u64).unwrap_or(0);
         }
-        let total = body.get("total").and_then(Value::as_u64).unwrap_or(0);
+        let sites = self.domains.len();
         let mut sent = 0u64;
         for (k, a) in self.acked.iter().enumerate() {
             let a = a.load(Ordering::Relaxed);
             sent += a;
-            let got = server.remove(&format!("/p{k}")).unwrap_or(0);
+            let got = server.remove(&(k % sites, format!("/p{k}"))).unwrap_or(0);
             if got < a || got > a + unknown {
                 v.failures.push(format!(
-                    "/p{k}: server counts {got}, {a} hits acknowledged ({unknown} unknown)"
+                    "{}/p{k}: server counts {got}, {a} hits acknowledged ({unknown} unknown)",
+                    self.domain(k as u64)
                 ));
             }
         }
-        for (path, n) in server {
-            v.failures
-                .push(format!("{path}: {n} hits counted for a path never hit"));
+        for ((j, path), n) in server {
+            v.failures.push(format!(
+                "{}{path}: {n} hits counted for a path never hit",
+                self.domains[j]
+            ));
         }
         if total < sent || total > sent + unknown {
             v.failures.push(format!(
-                "domain total {total} != {sent} hits acknowledged ({unknown} unknown)"
+                "domain totals {total} != {sent} hits acknowledged ({unknown} unknown)"
             ));
         }
         v.notes.push(format!(
-            "domain {}: {sent} hits acknowledged over {} URLs, server total {total}, {unknown} unknown",
-            self.domain, self.urls
+            "{} site(s) ({}...): {sent} hits acknowledged over {} URLs, server total {total}, {unknown} unknown",
+            sites, self.domains[0], self.urls
         ));
         Ok(v)
     }

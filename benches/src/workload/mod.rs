@@ -122,6 +122,8 @@ pub struct Params {
     pub users: u64,
     /// Counter: distinct URLs.
     pub urls: u64,
+    /// Counter: sites the URLs are spread over.
+    pub sites: u64,
     /// Graph: relationships in the storm.
     pub edges: u64,
     /// Unique tag of this run, used to keep app data of different runs apart.
