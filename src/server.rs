@@ -124,19 +124,25 @@ pub async fn catch_panic(
     }
 }
 
+/// One worker's view of the state: the source, and the data container holding the state that
+/// the worker's first request builds once the state is set.
+struct WorkerState {
+    source: Arc<StateSource>,
+    container: OnceCell<Rc<Extensions>>,
+}
+
 /// Registers the state as app data on the request (waiting for it while the store opens).
 async fn provide_state(
-    state: Arc<StateSource>,
-    container: Rc<OnceCell<Rc<Extensions>>>,
+    worker: Rc<WorkerState>,
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let data = match container.get() {
+    let data = match worker.container.get() {
         Some(data) => Rc::clone(data),
         None => {
             let mut data = Extensions::new();
-            data.insert(state.wait().await);
-            Rc::clone(container.get_or_init(|| Rc::new(data)))
+            data.insert(worker.source.wait().await);
+            Rc::clone(worker.container.get_or_init(|| Rc::new(data)))
         }
     };
     req.add_data_container(data);
@@ -144,9 +150,9 @@ async fn provide_state(
 }
 
 /// Builds the server exactly as `main` runs it, bound; it starts its workers when first polled.
-/// Handlers find the [`AppState`](crate::state::AppState) through `state` (requests wait until it is set). With
-/// `register_arbiters`, each worker records its arbiter in `state` as it starts, for
-/// `Kura::start_on` (thread per core). Signals are left to the caller, which must call
+/// Handlers find the [`AppState`](crate::state::AppState) through `state` (requests wait until
+/// it is set). With `register_arbiters`, each worker records its arbiter in `state` as it
+/// starts, for `Kura::start_on` (thread per core). Signals are left to the caller, which must call
 /// `Kura::shutdown` before the workers stop (thread per core) or after the server stops.
 pub fn build_server(
     config: &Config,
@@ -163,16 +169,17 @@ pub fn build_server(
         if register_arbiters {
             state.register_current_arbiter();
         }
-        // This worker's data container holding the state, built by its first request.
-        let container: Rc<OnceCell<Rc<Extensions>>> = Rc::default();
-        let state = Arc::clone(&state);
+        let worker = Rc::new(WorkerState {
+            source: Arc::clone(&state),
+            container: OnceCell::new(),
+        });
         App::new()
             .app_data(token.clone())
             .app_data(web::PayloadConfig::new(max_body))
             .app_data(web::JsonConfig::default().limit(max_body))
             // Innermost: every handler finds `web::Data<AppState>`.
             .wrap(from_fn(move |req, next| {
-                provide_state(Arc::clone(&state), Rc::clone(&container), req, next)
+                provide_state(Rc::clone(&worker), req, next)
             }))
             .wrap(actix_web::middleware::Compress::default())
             .wrap(from_fn(require_bearer))
