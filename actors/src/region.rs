@@ -31,11 +31,11 @@
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
-//! 6. Opening (recovering) the store, a split's flush and export, and a flush on command run
-//!    on a thread of their own with the store moved there, while the actor is paused
-//!    (`ctx.wait`): it handles no message until the store is back, so the work sees exactly
-//!    the acknowledged writes, and the arbiter (with thread per core, an HTTP worker) serves
-//!    its other regions and connections meanwhile.
+//! 6. Opening (recovering) the store, a split's flush and export, a flush on command and the
+//!    freeze that starts a background flush run on a thread of their own with the store moved
+//!    there, while the actor is paused (`ctx.wait`): it handles no message until the store is
+//!    back, so the work sees exactly the acknowledged writes, and the arbiter (with thread per
+//!    core, an HTTP worker) serves its other regions and connections meanwhile.
 
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
@@ -387,8 +387,9 @@ impl RegionActor {
             }
             _ => self.answer(replies, results),
         }
-        self.maybe_flush(ctx);
         self.maybe_compact(ctx);
+        // From `settle` (not pipelined) the caller goes on using the store: freeze inline.
+        self.maybe_flush(ctx, pipelined);
     }
 
     /// The sync thread fsynced batch `gen` (or failed to).
@@ -463,21 +464,43 @@ impl RegionActor {
     /// writes go on into a fresh memtable and log meanwhile, reads see both. One flush at a
     /// time: if the new memtable fills up before this one is installed, the store flushes
     /// inline at twice the budget (backpressure instead of unbounded memory).
-    fn maybe_flush(&mut self, ctx: &mut Context<Self>) {
+    ///
+    /// `off_thread`: the freeze itself (sync the log, create the next one: a file and a
+    /// directory fsync, milliseconds) also runs off the arbiter, the region paused meanwhile
+    /// (invariant 6). Only where nothing after this call uses the store synchronously: not
+    /// inside `settle`, whose callers go on with the store.
+    fn maybe_flush(&mut self, ctx: &mut Context<Self>, off_thread: bool) {
         let Ok(store) = self.store() else {
             return;
         };
         if !store.wants_flush() {
             return;
         }
-        let task = match store.flush_task() {
-            Ok(Some(task)) => task,
-            Ok(None) => return,
+        if off_thread {
+            self.with_store_off_thread(
+                "freeze",
+                ctx,
+                |store| store.flush_task(),
+                |act, res, ctx| {
+                    // An error was mapped (failing the region closed if fatal) on the way.
+                    if let Ok(Some(task)) = res {
+                        act.run_flush(task, ctx);
+                    }
+                },
+            );
+            return;
+        }
+        match store.flush_task() {
+            Ok(Some(task)) => self.run_flush(task, ctx),
+            Ok(None) => {}
             Err(e) => {
                 let _ = self.store_err(e);
-                return;
             }
-        };
+        }
+    }
+
+    /// Write a frozen memtable to a segment on a background thread, then install it.
+    fn run_flush(&mut self, task: kura_storage::FlushTask, ctx: &mut Context<Self>) {
         let job = crate::background::run("flush", move || task.run());
         ctx.spawn(job.into_actor(self).map(|res, act, ctx| {
             match res {
@@ -497,8 +520,8 @@ impl RegionActor {
                 Err(e) => act.fail(e.to_string()),
             }
             act.maybe_request_split();
-            act.maybe_flush(ctx);
             act.maybe_compact(ctx);
+            act.maybe_flush(ctx, true);
         }));
     }
 
