@@ -9,6 +9,9 @@
 //! - `point_ops_on_arbiters/arbiters_{1,2}`: the same operations with the callers running on
 //!   the arbiters themselves and the arbiters pinned one per CPU (thread per core): how the
 //!   shared-nothing topology scales with its threads when it has the cores to itself.
+//! - `point_ops_no_crossing/arbiters_{1,2}`: `point_ops_on_arbiters` with each caller
+//!   addressing only the regions of its own arbiter: the topology's scaling when no request
+//!   crosses threads, and so (set against `point_ops_on_arbiters`) the cost of the crossings.
 //! - `merged_scan/regions_{1,8}`: a 1,000-row scan of a 10,000-row table split into 1 vs 8
 //!   regions (fan-out + k-way merge). Watch the ratio (target: 8 regions >= 0.5x of 1).
 //! - `sync_writes/senders_{1,64}`: writes with `sync` durability from 1 vs 64 concurrent
@@ -149,11 +152,16 @@ fn round_trip(c: &mut Criterion) {
     f.close();
 }
 
-/// Caller `c`: `per` operations one after the other, half gets, half puts, over 10,000 rows.
-async fn caller(kura: &Kura, c: usize, per: usize) {
+/// Caller `c`: `per` operations one after the other, half gets, half puts, over the rows
+/// `rows` (indexes into the 10,000 loaded rows; `None`: all of them).
+async fn caller(kura: &Kura, c: usize, per: usize, rows: Option<&[usize]>) {
     let read = ReadSpec::default();
     for n in 0..per {
-        let i = (c * 7919 + n * 104_729) % 10_000;
+        let pick = c * 7919 + n * 104_729;
+        let i = match rows {
+            Some(rows) => rows[pick % rows.len()],
+            None => pick % 10_000,
+        };
         if n % 2 == 0 {
             kura.get("t", &key(i), &read).await.expect("get");
         } else {
@@ -164,7 +172,7 @@ async fn caller(kura: &Kura, c: usize, per: usize) {
 
 /// `ops` operations from `callers` concurrent callers, half gets, half puts.
 async fn mixed_ops(kura: &Kura, callers: usize, ops: usize) {
-    let tasks = (0..callers).map(|c| caller(kura, c, ops / callers));
+    let tasks = (0..callers).map(|c| caller(kura, c, ops / callers, None));
     futures::future::join_all(tasks).await;
 }
 
@@ -173,15 +181,25 @@ async fn mixed_ops(kura: &Kura, callers: usize, ops: usize) {
 /// arbiters are then the only busy threads, and the ratio of 2 arbiters to 1 is how the
 /// shared-nothing topology scales with its threads (a caller reaches a region on the other
 /// arbiter through its mailbox, as any caller does).
-async fn mixed_ops_on_arbiters(kura: &Kura, callers: usize, ops: usize) {
+///
+/// With `local_rows`, the callers on arbiter `a` address only the rows in `local_rows[a]`, those
+/// of the regions on their own arbiter: no request crosses threads.
+async fn mixed_ops_on_arbiters(
+    kura: &Kura,
+    callers: usize,
+    ops: usize,
+    local_rows: Option<&[Vec<usize>]>,
+) {
     let arbiters = kura.arbiters();
     let per_arbiter = callers / arbiters.len();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(arbiters.len());
     for (a, arbiter) in arbiters.iter().enumerate() {
         let kura = kura.clone();
         let tx = tx.clone();
+        let rows = local_rows.map(|r| r[a].clone());
         arbiter.spawn(async move {
-            let tasks = (0..per_arbiter).map(|k| caller(&kura, a * per_arbiter + k, ops / callers));
+            let tasks = (0..per_arbiter)
+                .map(|k| caller(&kura, a * per_arbiter + k, ops / callers, rows.as_deref()));
             futures::future::join_all(tasks).await;
             tx.send(()).await.expect("bench waits");
         });
@@ -208,6 +226,49 @@ fn point_ops_sync(c: &mut Criterion) {
     point_ops_with(c, "point_ops_sync", Durability::Sync, 1024, false);
 }
 
+/// `point_ops_on_arbiters` with every caller addressing only rows of the regions on its own
+/// arbiter: what the topology does when no request crosses threads. Set against
+/// `point_ops_on_arbiters`, the difference is the cost of the crossings (half of the
+/// operations there, with 2 arbiters).
+fn point_ops_no_crossing(c: &mut Criterion) {
+    let ops = 32768;
+    let mut g = c.benchmark_group("point_ops_no_crossing");
+    g.throughput(Throughput::Elements(ops as u64));
+    g.sample_size(20);
+    for arbiters in [1usize, 2] {
+        let f = Fixture::start(arbiters, Durability::None, 8, 10_000, true);
+        let local = f.sys.block_on(rows_by_arbiter(&f.kura, arbiters));
+        g.bench_with_input(BenchmarkId::new("arbiters", arbiters), &arbiters, |b, _| {
+            b.iter_custom(|iters| {
+                f.sys.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        mixed_ops_on_arbiters(&f.kura, 64, ops, Some(&local)).await;
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        f.close();
+    }
+    g.finish();
+}
+
+/// The loaded rows' indexes grouped by the arbiter their region runs on.
+async fn rows_by_arbiter(kura: &Kura, arbiters: usize) -> Vec<Vec<usize>> {
+    let regions = kura.regions("t").await.expect("regions");
+    let mut out = vec![Vec::new(); arbiters];
+    for i in 0..10_000 {
+        let bucket = kura.bucket_of("t", &key(i)).expect("table");
+        let region = regions
+            .iter()
+            .find(|r| r.bucket_start <= bucket && bucket < r.bucket_end)
+            .expect("a region owns every bucket");
+        out[region.arbiter].push(i);
+    }
+    out
+}
+
 /// `ops` mixed operations from 64 callers, 1 then 2 arbiters; `on_arbiters`: the callers run on
 /// the (pinned) arbiters, else on the bench's own thread.
 fn point_ops_with(
@@ -228,7 +289,7 @@ fn point_ops_with(
                     let start = Instant::now();
                     for _ in 0..iters {
                         if on_arbiters {
-                            mixed_ops_on_arbiters(&f.kura, 64, ops).await;
+                            mixed_ops_on_arbiters(&f.kura, 64, ops, None).await;
                         } else {
                             mixed_ops(&f.kura, 64, ops).await;
                         }
@@ -331,6 +392,7 @@ criterion_group!(
     point_ops,
     point_ops_local,
     point_ops_sync,
+    point_ops_no_crossing,
     merged_scan,
     sync_writes
 );
