@@ -122,8 +122,10 @@ pub struct Args {
     /// Per-request timeout.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub timeout: Duration,
-    /// Client runtime threads (the server shares the machine: keep this small).
-    #[arg(long, default_value_t = 1)]
+    /// Client runtime threads. The server shares the machine, so keep this small; but one
+    /// thread of this client bounds a latency-bound run (1-cell GETs) on its own turnaround
+    /// (benches/README.md, "Closed and open loop").
+    #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Write result.json, summary.md and chart.svg here.
     #[arg(long)]
@@ -300,6 +302,7 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
         workload: args.workload.as_str(),
         params,
         connections: args.connections,
+        client_threads: args.threads,
         mode,
         duration_s: args.duration.map(|d| d.as_secs_f64()),
         ops: args.ops,

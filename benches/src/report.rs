@@ -120,6 +120,10 @@ pub struct RunResult {
     pub params: Params,
     /// Connections of the run phase.
     pub connections: usize,
+    /// Threads of the client's runtime (`--threads`); 0 in results written before it was
+    /// recorded.
+    #[serde(default)]
+    pub client_threads: usize,
     /// Pacing of the run phase.
     pub mode: Mode,
     /// Time bound, seconds.
@@ -165,7 +169,11 @@ pub fn summary_markdown(r: &RunResult) -> String {
         r.machine.describe(),
         r.machine.hostname
     );
-    let _ = writeln!(s, "- target: {}, {} connections", r.target, r.connections);
+    let _ = writeln!(
+        s,
+        "- target: {}, {} connections, {} client threads",
+        r.target, r.connections, r.client_threads
+    );
     let bound = match (r.duration_s, r.ops) {
         (Some(d), Some(o)) => format!("{d} s or {o} ops"),
         (Some(d), None) => format!("{d} s"),
@@ -581,6 +589,7 @@ mod tests {
             workload: "random-read".into(),
             params: params(),
             connections: 4,
+            client_threads: 2,
             mode: Mode::Open { rate: 100.0 },
             duration_s: Some(1.0),
             ops: None,
@@ -627,6 +636,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("Correctness: FAILED"));
+        assert!(md.contains("4 connections, 2 client threads"), "{md}");
         assert!(md.contains("FAIL: x skipped"));
     }
 
