@@ -374,3 +374,74 @@ async fn counter_url_with_an_unclosed_ipv6_bracket_is_400() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["domain"], "[::1]");
 }
+
+/// Regression (session 7 audit): `/t//cf:a` used to drop the empty row segment and act on row
+/// `cf:a`, so a DELETE meant for a cell deleted another whole row.
+#[actix_web::test]
+async fn an_empty_row_segment_is_400_and_touches_no_other_row() {
+    let c = client().await;
+    c.create_table("t", &["cf"], 3).await;
+    // Row "cf:a" exists (its key looks like a column).
+    c.put_cell("t", "cf:a", "cf:b", Some(5), "victim").await;
+    for uri in ["/t//cf:a", "/t///5", "/t//cf:a/5"] {
+        assert_400(&c.delete(uri).await, "empty row key");
+        assert_400(&c.get_json(uri).await, "empty row key");
+    }
+    assert_400(&c.get_json("/t/multiget?row=/cf:b").await, "empty row key");
+    let r = c.get_json("/t/cf:a/cf:b").await;
+    assert_eq!(r.status, 200, "row cf:a is intact: {}", r.text());
+}
+
+/// Regression (session 7 audit): an XML body cut off before its root element closed used to be
+/// applied up to the cut (a CellSet lost its last cell, a schema created its table).
+#[actix_web::test]
+async fn truncated_or_multi_root_xml_bodies_are_400_and_apply_nothing() {
+    let c = client().await;
+    c.create_table("t", &["cf"], 3).await;
+    let (row, a, b) = (b64("trunc"), b64("cf:a"), b64("cf:b"));
+    let cut = format!(
+        r#"<CellSet><Row key="{row}"><Cell column="{a}">{}</Cell><Cell column="{b}">{}"#,
+        b64("partial"),
+        b64("lost")
+    );
+    assert_400(&c.put_xml("/t/trunc", &cut).await, "cut off");
+    assert_eq!(
+        c.get_json("/t/trunc").await.status,
+        404,
+        "nothing was written"
+    );
+
+    let whole = format!(
+        r#"<CellSet><Row key="{row}"><Cell column="{a}">{}</Cell></Row></CellSet>"#,
+        b64("v")
+    );
+    let twice = format!("{whole}{whole}");
+    assert_400(&c.put_xml("/t/trunc", &twice).await, "more than one root");
+    assert_eq!(
+        c.get_json("/t/trunc").await.status,
+        404,
+        "nothing was written"
+    );
+
+    let schema = r#"<TableSchema name="t3"><ColumnSchema name="cf"/>"#;
+    assert_400(&c.put_xml("/t3/schema", schema).await, "cut off");
+    assert_eq!(
+        c.get_json("/t3/schema").await.status,
+        404,
+        "no table was created"
+    );
+
+    let scanner = r#"<Scanner batch="10"><column>Y2Y6YQ=="#;
+    let r = c
+        .req(
+            Method::PUT,
+            "/t/scanner",
+            &[("Content-Type", "text/xml")],
+            scanner,
+        )
+        .await;
+    assert_400(&r, "cut off");
+    // A complete document with a declaration and whitespace around it is still fine.
+    let ok = format!("<?xml version=\"1.0\"?>\n{whole}\n");
+    assert_eq!(c.put_xml("/t/trunc", &ok).await.status, 200);
+}

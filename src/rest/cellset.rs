@@ -10,7 +10,7 @@
 //! 3. On input `key`, `column` and `timestamp` may be missing (the caller supplies fallbacks);
 //!    anything malformed is a 400 naming what is wrong.
 
-use super::media::{b64_decode, b64_encode_into, Repr};
+use super::media::{b64_decode, b64_encode_into, Repr, XmlShape};
 use crate::error::{ApiError, ApiResult};
 use kura_storage::model::{Cell, Row, Timestamp};
 use quick_xml::events::{BytesStart, Event};
@@ -143,8 +143,10 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
     let mut cell: Option<CellIn> = None;
     let mut text = String::new();
     let mut seen_root = false;
+    let mut shape = XmlShape::default();
     loop {
         let ev = reader.read_event_into(&mut buf).map_err(xml_err)?;
+        shape.see(&ev)?;
         match ev {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let empty = matches!(ev, Event::Empty(_));

@@ -5,6 +5,9 @@
 //!    `application/octet-stream` (HBase's tests compare the header for equality).
 //! 2. A body is never buffered past `Limits::max_body`: a larger one is a 413 before it is read.
 //! 3. URL decoding follows Java's `URLDecoder`: `+` is a space, `%XX` a byte.
+//! 4. An XML body is one complete document: a body that ends inside its root element (cut off
+//!    in transit), holds a second root, or text outside the root is a 400 before anything in
+//!    it is applied ([`XmlShape`]).
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::Limits;
@@ -330,6 +333,62 @@ impl Query {
                 "parameter {name}={v:?} must be true or false"
             ))),
         }
+    }
+}
+
+/// Checks the shape of a quick-xml event stream as a parser reads it: one root element, closed
+/// before the end of the body (invariant 4). quick-xml itself checks that end tags match, but
+/// reports a body that simply stops as a normal end of file.
+#[derive(Debug, Default)]
+pub struct XmlShape {
+    depth: usize,
+    root_closed: bool,
+}
+
+impl XmlShape {
+    /// Feed every event, in order, before acting on it.
+    pub fn see(&mut self, ev: &quick_xml::events::Event<'_>) -> ApiResult<()> {
+        use quick_xml::events::Event;
+        let second_root = || ApiError::bad("the XML body holds more than one root element");
+        match ev {
+            Event::Start(_) => {
+                if self.root_closed {
+                    return Err(second_root());
+                }
+                self.depth += 1;
+            }
+            Event::Empty(_) => {
+                if self.root_closed {
+                    return Err(second_root());
+                }
+                if self.depth == 0 {
+                    self.root_closed = true;
+                }
+            }
+            Event::End(_) => {
+                self.depth = self.depth.saturating_sub(1);
+                if self.depth == 0 {
+                    self.root_closed = true;
+                }
+            }
+            Event::Text(t) if self.depth == 0 && !t.iter().all(u8::is_ascii_whitespace) => {
+                return Err(ApiError::bad(
+                    "the XML body has text outside its root element",
+                ));
+            }
+            Event::CData(_) if self.depth == 0 => {
+                return Err(ApiError::bad(
+                    "the XML body has text outside its root element",
+                ));
+            }
+            Event::Eof if self.depth > 0 => {
+                return Err(ApiError::bad(
+                    "the XML body ends before its root element is closed (cut off?)",
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 

@@ -60,8 +60,17 @@ fn parse_ts(raw: &str) -> ApiResult<Timestamp> {
 
 impl RowSpec {
     /// Parses the part of the raw path after `/{table}/`.
+    ///
+    /// An empty row segment (`/{table}//cf:a`) is refused, not skipped as HBase's `RowSpec`
+    /// skips leading slashes: skipping shifts every segment left, so `DELETE /t//cf:a` would
+    /// delete the whole row `cf:a`.
     pub fn parse(raw: &str, enc: KeyEncoding) -> ApiResult<RowSpec> {
-        let raw = raw.trim_start_matches('/');
+        if raw.starts_with('/') {
+            return Err(ApiError::bad(
+                "invalid path: empty row key (two slashes after the table name); the path is \
+                 /{table}/{row}[/{family:qualifier}[/{timestamp}]]",
+            ));
+        }
         let mut segments = raw.splitn(3, '/');
         let row_seg = segments.next().unwrap_or("");
         let col_seg = segments.next().unwrap_or("");
@@ -257,6 +266,9 @@ mod tests {
     fn bad_timestamps_and_empty_rows_are_rejected() {
         assert!(RowSpec::parse("r/cf/abc", KeyEncoding::Plain).is_err());
         assert!(RowSpec::parse("", KeyEncoding::Plain).is_err());
+        // `/t//cf:a`: an empty row segment is an error, never row `cf:a`.
+        assert!(RowSpec::parse("/cf:a", KeyEncoding::Plain).is_err());
+        assert!(RowSpec::parse("//5", KeyEncoding::Plain).is_err());
         assert!(RowSpec::parse("r/a,,b", KeyEncoding::Plain).is_err());
     }
 }

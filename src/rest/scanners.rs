@@ -19,7 +19,7 @@
 use super::cellset::{self};
 use super::filters::{self};
 use super::media::{
-    b64_decode, b64_encode, body_repr, negotiate, read_body, url_decode, Query, Repr,
+    b64_decode, b64_encode, body_repr, negotiate, read_body, url_decode, Query, Repr, XmlShape,
 };
 use super::rows::{filter_param, versions_param, PreparedFilter};
 use super::rowspec::parse_column;
@@ -166,8 +166,11 @@ impl ScannerModel {
                     ApiError::bad(format!("the body is not valid XML: {e}"))
                 };
                 let mut seen = false;
+                let mut shape = XmlShape::default();
                 loop {
-                    match reader.read_event_into(&mut buf).map_err(|e| bad(&e))? {
+                    let ev = reader.read_event_into(&mut buf).map_err(|e| bad(&e))?;
+                    shape.see(&ev)?;
+                    match ev {
                         Event::Start(e) | Event::Empty(e) => {
                             let name =
                                 String::from_utf8_lossy(e.local_name().as_ref()).into_owned();

@@ -11,7 +11,7 @@
 //! 2. `POST` creates (201) or adds/modifies the listed families, leaving others untouched (200).
 //! 3. The URL names the table; a `name` in the body is ignored.
 
-use super::media::{b64_encode, body_repr, negotiate, read_body, xml_escape, Repr};
+use super::media::{b64_encode, body_repr, negotiate, read_body, xml_escape, Repr, XmlShape};
 use super::meta::respond;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -128,11 +128,13 @@ fn parse_xml(body: &[u8]) -> ApiResult<SchemaIn> {
     let mut buf = Vec::new();
     let mut out = SchemaIn::default();
     let mut seen = false;
+    let mut shape = XmlShape::default();
     loop {
-        match reader
+        let ev = reader
             .read_event_into(&mut buf)
-            .map_err(|e| ApiError::bad(format!("the body is not valid XML: {e}")))?
-        {
+            .map_err(|e| ApiError::bad(format!("the body is not valid XML: {e}")))?;
+        shape.see(&ev)?;
+        match ev {
             Event::Start(e) | Event::Empty(e) => match e.local_name().as_ref() {
                 b"TableSchema" => {
                     seen = true;
