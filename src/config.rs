@@ -161,6 +161,11 @@ pub struct Config {
     #[arg(long, env = "KURA_HEADER_TIMEOUT_SECS", default_value_t = 5)]
     pub header_timeout_secs: u64,
 
+    /// Seconds a client may pause while sending a request body before the request is answered
+    /// 408 (slow-body protection, as nginx's `client_body_timeout`).
+    #[arg(long, env = "KURA_BODY_TIMEOUT_SECS", default_value_t = 30)]
+    pub body_timeout_secs: u64,
+
     /// Region mailbox capacity; a full mailbox answers 503.
     #[arg(long, env = "KURA_MAILBOX_CAPACITY", default_value_t = 1024)]
     pub mailbox_capacity: usize,
@@ -273,6 +278,7 @@ impl Config {
             max_body: self.max_body,
             max_scanners: self.max_scanners,
             scanner_idle_secs: self.scanner_idle_secs,
+            body_idle_secs: self.body_timeout_secs.max(1),
         }
     }
 }

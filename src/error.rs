@@ -43,6 +43,9 @@ pub enum ApiError {
     /// A body or a value over the configured limit.
     #[error("Payload too large: {0}")]
     PayloadTooLarge(String),
+    /// The client stopped sending the request body (slow-body protection).
+    #[error("Request timeout: {0}")]
+    RequestTimeout(String),
     /// Too many open scanners.
     #[error("Too many requests: {0}")]
     TooManyRequests(String),
@@ -97,6 +100,7 @@ impl ResponseError for ApiError {
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

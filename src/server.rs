@@ -18,7 +18,7 @@ use actix_web::dev::{Server, ServiceRequest, ServiceResponse};
 use actix_web::http::ConnectionType;
 use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, App, Error, HttpServer, ResponseError};
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use std::cell::OnceCell;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
@@ -26,6 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 
+/// Longest pause in the body of a refused request before its connection is closed instead.
+const UNAUTHORIZED_DRAIN_IDLE_SECS: u64 = 2;
 /// Most body bytes read (and dropped) from a refused request to keep its connection usable.
 const UNAUTHORIZED_DRAIN_LIMIT: usize = 64 << 10;
 
@@ -80,9 +82,12 @@ pub async fn require_bearer(
         let (http_req, mut payload) = req.into_parts();
         let mut drained = 0usize;
         let mut whole = true;
-        while let Some(chunk) = payload.next().await {
-            match chunk {
-                Ok(bytes) if drained + bytes.len() <= UNAUTHORIZED_DRAIN_LIMIT => {
+        // An unauthenticated client that stalls mid-body is not waited for.
+        let idle = Duration::from_secs(UNAUTHORIZED_DRAIN_IDLE_SECS);
+        loop {
+            match crate::rest::media::next_chunk(&mut payload, idle).await {
+                Ok(None) => break,
+                Ok(Some(Ok(bytes))) if drained + bytes.len() <= UNAUTHORIZED_DRAIN_LIMIT => {
                     drained += bytes.len();
                 }
                 _ => {

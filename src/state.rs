@@ -11,6 +11,8 @@ pub struct Limits {
     pub max_body: usize,
     pub max_scanners: usize,
     pub scanner_idle_secs: u64,
+    /// Longest pause while a request body arrives before the request is answered 408.
+    pub body_idle_secs: u64,
 }
 
 impl Default for Limits {
@@ -22,6 +24,7 @@ impl Default for Limits {
             max_body: 16 << 20,
             max_scanners: 1000,
             scanner_idle_secs: 60,
+            body_idle_secs: 30,
         }
     }
 }

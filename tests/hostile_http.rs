@@ -933,3 +933,54 @@ fn slowloris_connections_are_dropped_and_others_are_still_served() {
     println!("slow and silent connections dropped after at most {max:?}");
     healthz(addr).expect("alive after slowloris");
 }
+
+/// A client that announces a body and stops sending it (a slow POST) gets a 408 once it has
+/// sent nothing for `--body-timeout-secs`, from the REST API and from the applications alike,
+/// instead of holding its connection and handler forever; nothing of the partial body is
+/// applied and the server goes on serving.
+#[test]
+fn a_body_that_stops_arriving_is_408_and_applies_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    let server = Server::start(&data, &["--body-timeout-secs", "1"]);
+    create_table(&mut server.client(), "h", &["cf"]);
+    let stalled = |path: &str, partial: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 500\r\n\r\n{partial}"
+        )
+        .into_bytes()
+    };
+    let started = Instant::now();
+    let rest = exchange(
+        server.addr,
+        stalled("/h/stalled", r#"{"Row":[{"key":"c3RhbGxlZA==","#),
+        false,
+        Duration::from_secs(20),
+    );
+    assert_eq!(rest.status, Some(408), "REST: {}", rest.head);
+    let app = exchange(
+        server.addr,
+        stalled("/apps/graph/nodes", r#"{"id":"#),
+        false,
+        Duration::from_secs(20),
+    );
+    assert_eq!(app.status, Some(408), "apps: {}", app.head);
+    assert!(
+        app.head.contains("request_timeout"),
+        "the app error names the cause: {}",
+        app.head
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "answered after the 1 s pause, not after a client-side timeout: {:?}",
+        started.elapsed()
+    );
+    healthz(server.addr).expect("the server still serves");
+    let r = server
+        .client()
+        .request("GET", "/h/stalled", &[("Accept", "application/json")], b"")
+        .expect("get");
+    assert_eq!(r.status, 404, "nothing was written: {}", r.text());
+}

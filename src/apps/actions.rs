@@ -98,7 +98,7 @@ async fn create(
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
-    let new: NewAction = request::read_json(body, state.limits.max_body).await?;
+    let new: NewAction = request::read_json(body, &state.limits).await?;
     let stamp = new
         .stamp
         .unwrap_or_else(|| clock::tick_unique().max(0) as u64);

@@ -189,7 +189,7 @@ async fn create(
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
-    let new: NewArticle = request::read_json(body, state.limits.max_body).await?;
+    let new: NewArticle = request::read_json(body, &state.limits).await?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {
@@ -260,7 +260,7 @@ async fn update(
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
     let id = request::path_u64(&req, "article_id")?;
-    let patch: ArticlePatch = request::read_json(body, state.limits.max_body).await?;
+    let patch: ArticlePatch = request::read_json(body, &state.limits).await?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {

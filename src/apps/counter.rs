@@ -359,7 +359,7 @@ struct Hit {
 }
 
 async fn hit(state: web::Data<AppState>, body: web::Payload) -> AppResult<HttpResponse> {
-    let hit: Hit = request::read_json(body, state.limits.max_body).await?;
+    let hit: Hit = request::read_json(body, &state.limits).await?;
     let (domain, path) = match (hit.url, hit.domain, hit.path) {
         (Some(url), None, None) => parse_url(&url)?,
         (None, Some(domain), Some(path)) => {

@@ -32,6 +32,9 @@ pub enum AppError {
     /// The request body is larger than the server accepts.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The client stopped sending the request body (slow-body protection).
+    #[error("{0}")]
+    RequestTimeout(String),
     /// The store refused or failed the request.
     #[error(transparent)]
     Store(#[from] ActorError),
@@ -54,6 +57,7 @@ impl AppError {
             AppError::Conflict(_) => "conflict",
             AppError::MethodNotAllowed(_) => "method_not_allowed",
             AppError::PayloadTooLarge(_) => "payload_too_large",
+            AppError::RequestTimeout(_) => "request_timeout",
             AppError::Internal(_) => "internal",
             AppError::Store(e) => match e {
                 ActorError::TableNotFound(_) => "table_not_found",
@@ -82,6 +86,7 @@ impl ResponseError for AppError {
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             AppError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AppError::Store(e) => match e {
                 // The row key or value the request leads to is over a store limit, or an

@@ -477,7 +477,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 // ---- nodes ------------------------------------------------------------------------------
 
 async fn create_node(state: web::Data<AppState>, body: web::Payload) -> AppResult<HttpResponse> {
-    let new: NewNode = request::read_json(body, state.limits.max_body).await?;
+    let new: NewNode = request::read_json(body, &state.limits).await?;
     check_name("id", &new.id)?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
@@ -517,7 +517,7 @@ async fn update_node(
 ) -> AppResult<HttpResponse> {
     let id = request::path_str(&req, "id")?;
     check_name("id", &id)?;
-    let patch: PropertyPatch = request::read_json(body, state.limits.max_body).await?;
+    let patch: PropertyPatch = request::read_json(body, &state.limits).await?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
     let node = run_detached(async move {
@@ -685,7 +685,7 @@ async fn create_relationship(
     state: web::Data<AppState>,
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
-    let new: NewRelationship = request::read_json(body, state.limits.max_body).await?;
+    let new: NewRelationship = request::read_json(body, &state.limits).await?;
     check_name("start", &new.start)?;
     check_name("type", &new.rel_type)?;
     check_name("end", &new.end)?;
@@ -742,7 +742,7 @@ async fn update_relationship(
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
     let (s, t, e) = rel_path(&req)?;
-    let patch: PropertyPatch = request::read_json(body, state.limits.max_body).await?;
+    let patch: PropertyPatch = request::read_json(body, &state.limits).await?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
     let rel = run_detached(async move {

@@ -6,25 +6,37 @@
 //! default text errors never leak.
 //!
 //! # Invariants
-//! 1. A body over the limit is a 413, an empty or malformed body a 400, both with a JSON body.
+//! 1. A body over the limit is a 413, an empty or malformed body a 400, a body that stops
+//!    arriving for `Limits::body_idle_secs` a 408, all with a JSON body.
 //! 2. Path segments are fully percent-decoded exactly once (actix leaves `%`, `/`, `+` encoded
 //!    in `match_info`; decoding here finishes the job without double-decoding).
 
 use super::error::{AppError, AppResult};
+use crate::rest::media::next_chunk;
+use crate::state::Limits;
 use actix_web::{web, HttpRequest, HttpResponse};
-use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::future::Future;
+use std::time::Duration;
 
 /// Default and bounds of `limit` (APPS_API.md "Common rules").
 pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 1000;
 
-/// Reads the whole body (at most `max` bytes) and parses it as JSON.
-pub async fn read_json<T: DeserializeOwned>(mut payload: web::Payload, max: usize) -> AppResult<T> {
+/// Reads the whole body (at most `limits.max_body` bytes, pausing at most
+/// `limits.body_idle_secs` between chunks) and parses it as JSON.
+pub async fn read_json<T: DeserializeOwned>(
+    mut payload: web::Payload,
+    limits: &Limits,
+) -> AppResult<T> {
+    let max = limits.max_body;
+    let idle = Duration::from_secs(limits.body_idle_secs);
     let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
+    while let Some(chunk) = next_chunk(&mut payload, idle)
+        .await
+        .map_err(AppError::RequestTimeout)?
+    {
         let chunk = chunk.map_err(|e| AppError::bad(format!("could not read the body: {e}")))?;
         if body.len() + chunk.len() > max {
             return Err(AppError::PayloadTooLarge(format!(

@@ -16,6 +16,7 @@ use actix_web::{web, HttpRequest};
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, Engine};
 use futures::StreamExt;
+use std::time::Duration;
 
 /// A representation of a resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +136,24 @@ pub fn body_repr(req: &HttpRequest, body: &[u8], offered: &[Repr]) -> ApiResult<
 }
 
 /// Reads the whole body, refusing (413) one larger than `limits.max_body`.
+/// The next chunk of a request body, or `Err` (the message for the 408) when the client sent
+/// nothing for `idle`: a client that announces a body and then stalls must not hold its
+/// connection and its handler forever (RELIABILITY.md, hostile HTTP).
+pub async fn next_chunk<S: futures::Stream + Unpin>(
+    body: &mut S,
+    idle: Duration,
+) -> Result<Option<S::Item>, String> {
+    actix_web::rt::time::timeout(idle, body.next())
+        .await
+        .map_err(|_| {
+            format!(
+                "the request body stopped arriving: nothing for {} s (send the whole body \
+                 promptly, or fewer bytes than Content-Length was sent)",
+                idle.as_secs()
+            )
+        })
+}
+
 pub async fn read_body(
     req: &HttpRequest,
     payload: web::Payload,
@@ -158,7 +177,11 @@ pub async fn read_body(
     // `Content-Encoding: gzip` (HBase's GzipFilter) is inflated here; the limit applies to the
     // inflated bytes, so a compression bomb stops at `max_body`.
     let mut payload = actix_web::dev::Decompress::from_headers(payload.into_inner(), req.headers());
-    while let Some(chunk) = payload.next().await {
+    let idle = Duration::from_secs(limits.body_idle_secs);
+    while let Some(chunk) = next_chunk(&mut payload, idle)
+        .await
+        .map_err(ApiError::RequestTimeout)?
+    {
         let chunk = chunk.map_err(|e| ApiError::bad(format!("cannot read the body: {e}")))?;
         if buf.len() + chunk.len() > limits.max_body {
             return Err(too_large());
