@@ -77,8 +77,9 @@ fn actor_status(e: &ActorError) -> StatusCode {
         ActorError::TableNotFound(_) | ActorError::NoSuchFamily { .. } => StatusCode::NOT_FOUND,
         ActorError::TableExists(_) => StatusCode::CONFLICT,
         ActorError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-        // Incrementing a value that is not an 8-byte counter is the caller's mistake.
-        ActorError::NotACounter(_) => StatusCode::BAD_REQUEST,
+        // Incrementing a value that is not an 8-byte counter, or past the 64-bit range, is the
+        // caller's mistake.
+        ActorError::NotACounter(_) | ActorError::CounterOverflow(_) => StatusCode::BAD_REQUEST,
         ActorError::Overloaded { .. }
         | ActorError::RegionUnavailable { .. }
         | ActorError::ShuttingDown

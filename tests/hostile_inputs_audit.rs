@@ -224,8 +224,27 @@ async fn counter_overflow_is_a_4xx_and_the_total_is_unchanged() {
     let r = c.post_json("/apps/counter/hits", &hit).await;
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("overflow"), "{}", r.text());
+    assert_eq!(
+        r.json()["error"]["code"],
+        "counter_overflow",
+        "{}",
+        r.text()
+    );
     let r = c.get_json("/apps/counter/total?domain=a.jp").await;
     assert_eq!(r.json()["total"], i64::MAX, "{}", r.text());
+    // Two URLs at the maximum: the domain's total is their exact sum, not a saturated i64
+    // (regression, session 7 audit).
+    let other = serde_json::json!({"domain": "b.a.jp", "path": "/", "amount": i64::MAX});
+    assert_eq!(c.post_json("/apps/counter/hits", &other).await.status, 200);
+    let r = c.get_json("/apps/counter/total?domain=a.jp").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let exact = 2 * i128::from(i64::MAX);
+    assert!(
+        r.text().starts_with(&format!(r#"{{"total":{exact},"#)),
+        "{}",
+        r.text()
+    );
+    assert_eq!(r.json()["counts"].as_array().map(Vec::len), Some(2));
 }
 
 /// Schema extremes, filter strings, XML and binary bodies, application edge cases: no 5xx.
@@ -444,4 +463,28 @@ async fn truncated_or_multi_root_xml_bodies_are_400_and_apply_nothing() {
     // A complete document with a declaration and whitespace around it is still fine.
     let ok = format!("<?xml version=\"1.0\"?>\n{whole}\n");
     assert_eq!(c.put_xml("/t/trunc", &ok).await.status, 200);
+}
+
+/// Regression (session 7 audit): actix decodes an invalid percent-encoded path or query lossily,
+/// so `/apps/graph/nodes/%FF` named the node "\u{FFFD}" (two ids, one node) and `?type=%FF`
+/// filtered on it. Both are 400 now, saying what is wrong.
+#[actix_web::test]
+async fn invalid_utf8_in_app_paths_and_queries_is_400_not_another_name() {
+    let c = client().await;
+    let r = c
+        .post_json("/apps/graph/nodes", &serde_json::json!({"id": "\u{FFFD}"}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    for uri in [
+        "/apps/graph/nodes/%FF",
+        "/apps/graph/nodes/%C3%28",
+        "/apps/graph/nodes/%EF%BF%BD/relationships?type=%FF",
+        "/apps/counter/total?domain=%FF.jp",
+    ] {
+        let r = c.get_json(uri).await;
+        assert_eq!(r.status, 400, "{uri}: {}", r.text());
+        assert!(r.text().contains("UTF-8"), "{uri}: {}", r.text());
+    }
+    // The real U+FFFD node, properly encoded, is still reachable.
+    assert_eq!(c.get_json("/apps/graph/nodes/%EF%BF%BD").await.status, 200);
 }

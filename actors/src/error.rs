@@ -20,9 +20,12 @@ pub enum ActorError {
     /// The request can never succeed as written (bad name, bad argument, over a limit).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// An increment found a value that is not an 8-byte counter (or overflowed).
+    /// An increment found a value that is not an 8-byte counter.
     #[error("{0}")]
     NotACounter(String),
+    /// An increment would take a counter past the 64-bit signed range; nothing was changed.
+    #[error("{0}")]
+    CounterOverflow(String),
     /// The region's mailbox is full: retry later.
     #[error("region {region} is overloaded; retry later")]
     Overloaded { region: u64 },
@@ -62,9 +65,8 @@ impl ActorError {
                 false,
             ),
             E::InvalidArgument(m) => (ActorError::InvalidArgument(m), false),
-            e @ (E::NotACounter { .. } | E::CounterOverflow { .. }) => {
-                (ActorError::NotACounter(e.to_string()), false)
-            }
+            e @ E::NotACounter { .. } => (ActorError::NotACounter(e.to_string()), false),
+            e @ E::CounterOverflow { .. } => (ActorError::CounterOverflow(e.to_string()), false),
             e @ (E::Poisoned(_) | E::Corruption { .. } | E::Io { .. }) => (
                 ActorError::RegionUnavailable {
                     region,

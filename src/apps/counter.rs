@@ -477,17 +477,23 @@ async fn total(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpRe
     let q = request::query(&req)?;
     let (domain, path) = target(&q)?;
     let rows = query_rows(&state, &domain, path.as_deref(), TOTAL, None).await?;
-    let mut sum: i64 = 0;
+    // Each count is an i64; their sum may not be (two URLs near 2^63): summed exactly in i128
+    // and written as the JSON number it is, never saturated.
+    let mut sum: i128 = 0;
     let mut counts = Vec::with_capacity(rows.len());
     for row in &rows {
         let (d, p) = row_names(row)?;
         if let Some(cell) = row.cells.iter().find(|c| c.qualifier.is_empty()) {
             let n = counter_value(cell)?;
-            sum = sum.saturating_add(n);
+            sum += i128::from(n);
             counts.push(serde_json::json!({ "domain": d, "path": p, "count": n }));
         }
     }
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "total": sum, "counts": counts })))
+    let counts = serde_json::to_string(&counts)
+        .map_err(|e| AppError::Internal(format!("cannot encode the counts: {e}")))?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(format!(r#"{{"total":{sum},"counts":{counts}}}"#)))
 }
 
 #[cfg(test)]

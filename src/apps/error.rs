@@ -65,6 +65,7 @@ impl AppError {
                 ActorError::NoSuchFamily { .. } => "schema_mismatch",
                 ActorError::InvalidArgument(_) => "invalid_argument",
                 ActorError::NotACounter(_) => "not_a_counter",
+                ActorError::CounterOverflow(_) => "counter_overflow",
                 ActorError::Overloaded { .. } => "overloaded",
                 ActorError::RegionUnavailable { .. } => "unavailable",
                 ActorError::ShuttingDown => "shutting_down",
@@ -91,9 +92,9 @@ impl ResponseError for AppError {
             AppError::Store(e) => match e {
                 // The row key or value the request leads to is over a store limit, or an
                 // increment overflowed: the caller can fix the input.
-                ActorError::InvalidArgument(_) | ActorError::NotACounter(_) => {
-                    StatusCode::BAD_REQUEST
-                }
+                ActorError::InvalidArgument(_)
+                | ActorError::NotACounter(_)
+                | ActorError::CounterOverflow(_) => StatusCode::BAD_REQUEST,
                 ActorError::Overloaded { .. }
                 | ActorError::RegionUnavailable { .. }
                 | ActorError::ShuttingDown

@@ -10,6 +10,8 @@
 //!    arriving for `Limits::body_idle_secs` a 408, all with a JSON body.
 //! 2. Path segments are fully percent-decoded exactly once (actix leaves `%`, `/`, `+` encoded
 //!    in `match_info`; decoding here finishes the job without double-decoding).
+//! 3. A path or query string that is not UTF-8 once percent-decoded is a 400, never decoded
+//!    lossily into another name.
 
 use super::error::{AppError, AppResult};
 use crate::rest::media::next_chunk;
@@ -53,6 +55,7 @@ pub async fn read_json<T: DeserializeOwned>(
 
 /// The query string as a map (the last of repeated names wins).
 pub fn query(req: &HttpRequest) -> AppResult<HashMap<String, String>> {
+    check_utf8(req.query_string(), "the query string")?;
     web::Query::<Vec<(String, String)>>::from_query(req.query_string())
         .map(|q| q.into_inner().into_iter().collect())
         .map_err(|e| AppError::bad(format!("malformed query string: {e}")))
@@ -81,8 +84,19 @@ pub fn query_u64(q: &HashMap<String, String>, name: &str, default: u64) -> AppRe
     }
 }
 
+/// Refuses raw (still percent-encoded) URL text that is not UTF-8 once decoded. actix decodes
+/// the path it matches routes on lossily (`%FF` becomes U+FFFD), and so does the query-string
+/// parser: without this check `/nodes/%FF` would name the node `"\u{FFFD}"` (invariant 3).
+fn check_utf8(raw: &str, what: &str) -> AppResult<()> {
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|_| ())
+        .map_err(|_| AppError::bad(format!("{what} is not valid UTF-8 once percent-decoded")))
+}
+
 /// A path segment, percent-decoded, as UTF-8.
 pub fn path_str(req: &HttpRequest, name: &str) -> AppResult<String> {
+    check_utf8(req.uri().path(), "the request path")?;
     let raw = req
         .match_info()
         .get(name)

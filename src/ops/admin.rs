@@ -60,6 +60,7 @@ impl From<ActorError> for AdminError {
             ActorError::TableExists(_) => (StatusCode::CONFLICT, "table_exists"),
             ActorError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
             ActorError::NotACounter(_) => (StatusCode::BAD_REQUEST, "not_a_counter"),
+            ActorError::CounterOverflow(_) => (StatusCode::BAD_REQUEST, "counter_overflow"),
             ActorError::Overloaded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             ActorError::RegionUnavailable { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "region_unavailable")
