@@ -31,9 +31,9 @@ pub enum ApiError {
     /// The operation is not allowed on this resource.
     #[error("Forbidden: {0}")]
     Forbidden(String),
-    /// The HTTP method is not supported on this path.
-    #[error("Method not allowed")]
-    MethodNotAllowed,
+    /// The HTTP method is not supported on this path; the methods it takes, for `Allow`.
+    #[error("Method not allowed: this path takes {0}")]
+    MethodNotAllowed(&'static str),
     /// No representation the client accepts can be produced.
     #[error("Not acceptable: {0}")]
     NotAcceptable(String),
@@ -97,7 +97,7 @@ impl ResponseError for ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotModified => StatusCode::NOT_MODIFIED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -125,6 +125,10 @@ impl ResponseError for ApiError {
         resp.insert_header((header::CONTENT_TYPE, HeaderValue::from_static("text/plain")));
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.insert_header((header::RETRY_AFTER, HeaderValue::from_static("1")));
+        }
+        if let ApiError::MethodNotAllowed(allow) = self {
+            // RFC 9110 §15.5.6: a 405 lists the methods the resource takes.
+            resp.insert_header((header::ALLOW, HeaderValue::from_static(allow)));
         }
         if matches!(self, ApiError::Unauthorized) {
             resp.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));

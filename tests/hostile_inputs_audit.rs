@@ -488,3 +488,42 @@ async fn invalid_utf8_in_app_paths_and_queries_is_400_not_another_name() {
     // The real U+FFFD node, properly encoded, is still reachable.
     assert_eq!(c.get_json("/apps/graph/nodes/%EF%BF%BD").await.status, 200);
 }
+
+/// A wrong method is a 405 whose `Allow` header lists the methods the path takes (RFC 9110
+/// requires it of a 405; the audit of session 7 found none), on the REST API and the apps.
+#[actix_web::test]
+async fn rest_and_app_405s_name_the_allowed_methods() {
+    let c = table_with_cell().await;
+    for (method, uri, allow) in [
+        (Method::PATCH, "/t/r/cf:a", "GET, PUT, POST, DELETE"),
+        (Method::POST, "/t/multiget?row=r", "GET"),
+        (Method::DELETE, "/version", "GET, HEAD"),
+        (Method::GET, "/t/scanner", "PUT, POST"),
+        (Method::PUT, "/t/scanner/some-id", "GET, DELETE"),
+    ] {
+        let r = c.req(method.clone(), uri, &[], "").await;
+        assert_eq!(r.status, 405, "{method} {uri}: {}", r.text());
+        assert_eq!(r.header("allow").as_deref(), Some(allow), "{method} {uri}");
+    }
+    for (method, uri, allow) in [
+        (Method::PUT, "/apps/blog/users/1/articles", "POST, GET"),
+        (
+            Method::POST,
+            "/apps/blog/users/1/articles/1",
+            "GET, PATCH, DELETE",
+        ),
+        (Method::DELETE, "/apps/counter/hits", "POST"),
+        (
+            Method::HEAD,
+            "/apps/graph/nodes/alice",
+            "GET, PATCH, DELETE",
+        ),
+    ] {
+        let r = c.req(method.clone(), uri, &[], "").await;
+        assert_eq!(r.status, 405, "{method} {uri}: {}", r.text());
+        assert_eq!(r.header("allow").as_deref(), Some(allow), "{method} {uri}");
+        if method != Method::HEAD {
+            assert_eq!(r.json()["error"]["code"], "method_not_allowed", "{uri}");
+        }
+    }
+}

@@ -82,7 +82,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::resource("/actions/users/{user_id}")
             .route(web::post().to(create))
             .route(web::get().to(list))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("POST, GET")),
     );
 }
 

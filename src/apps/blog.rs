@@ -163,14 +163,14 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::resource("/blog/users/{user_id}/articles")
             .route(web::post().to(create))
             .route(web::get().to(list))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("POST, GET")),
     )
     .service(
         web::resource("/blog/users/{user_id}/articles/{article_id}")
             .route(web::get().to(get))
             .route(web::patch().to(update))
             .route(web::delete().to(delete))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET, PATCH, DELETE")),
     );
 }
 

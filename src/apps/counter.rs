@@ -330,22 +330,22 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/counter/hits")
             .route(web::post().to(hit))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("POST")),
     )
     .service(
         web::resource("/counter/hourly")
             .route(web::get().to(hourly))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET")),
     )
     .service(
         web::resource("/counter/daily")
             .route(web::get().to(daily))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET")),
     )
     .service(
         web::resource("/counter/total")
             .route(web::get().to(total))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET")),
     );
 }
 

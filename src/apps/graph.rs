@@ -446,31 +446,31 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/graph/nodes")
             .route(web::post().to(create_node))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("POST")),
     )
     .service(
         web::resource("/graph/nodes/{id}")
             .route(web::get().to(get_node))
             .route(web::patch().to(update_node))
             .route(web::delete().to(delete_node))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET, PATCH, DELETE")),
     )
     .service(
         web::resource("/graph/nodes/{id}/relationships")
             .route(web::get().to(adjacency))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET")),
     )
     .service(
         web::resource("/graph/relationships")
             .route(web::post().to(create_relationship))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("POST")),
     )
     .service(
         web::resource("/graph/relationships/{start}/{type}/{end}")
             .route(web::get().to(get_relationship))
             .route(web::patch().to(update_relationship))
             .route(web::delete().to(delete_relationship_handler))
-            .default_service(web::to(request::method_not_allowed)),
+            .default_service(request::allow_only("GET, PATCH, DELETE")),
     );
 }
 

@@ -16,7 +16,7 @@
 use super::error::{AppError, AppResult};
 use crate::rest::media::next_chunk;
 use crate::state::Limits;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::future::Future;
@@ -137,11 +137,20 @@ pub async fn not_found(req: HttpRequest) -> AppResult<HttpResponse> {
     )))
 }
 
-/// `{"error": ...}` 405 for a known path with the wrong method.
-pub async fn method_not_allowed(req: HttpRequest) -> AppResult<HttpResponse> {
-    Err(AppError::MethodNotAllowed(format!(
-        "{} is not supported on {}",
-        req.method(),
-        req.path()
-    )))
+/// The default service of a resource whose routes take the methods `allow` (`"GET, POST"`):
+/// a JSON 405 for any other method, with the `Allow` header RFC 9110 requires of a 405.
+pub fn allow_only(allow: &'static str) -> actix_web::Route {
+    web::to(move |req: HttpRequest| async move {
+        let mut resp = AppError::MethodNotAllowed(format!(
+            "{} is not supported on {}; use {allow}",
+            req.method(),
+            req.path()
+        ))
+        .error_response();
+        resp.headers_mut().insert(
+            actix_web::http::header::ALLOW,
+            actix_web::http::header::HeaderValue::from_static(allow),
+        );
+        resp
+    })
 }

@@ -227,7 +227,7 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
     match parts.as_slice() {
         [] => {
             if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed);
+                return Err(ApiError::MethodNotAllowed("GET"));
             }
             let repr = negotiate(req, ALL, Repr::Text)?;
             let body = match repr {
@@ -272,12 +272,12 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
                      altered or dropped"
                         .into(),
                 )),
-                _ => Err(ApiError::MethodNotAllowed),
+                _ => Err(ApiError::MethodNotAllowed("GET, POST, PUT, DELETE")),
             }
         }
         [ns, "tables"] => {
             if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed);
+                return Err(ApiError::MethodNotAllowed("GET"));
             }
             if !NAMESPACES.contains(ns) {
                 return Err(ApiError::NotFound);

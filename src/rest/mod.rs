@@ -145,13 +145,13 @@ async fn dispatch(
         "scanner" => scanners::handle(&req, payload, &state, &table, after.unwrap_or("")).await,
         s if s.starts_with("multiget") => {
             if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed);
+                return Err(ApiError::MethodNotAllowed("GET"));
             }
             rows::multiget(&req, &state, &table, after.unwrap_or("")).await
         }
         _ if rest.ends_with('*') => {
             if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed);
+                return Err(ApiError::MethodNotAllowed("GET"));
             }
             scanners::stateless(&req, &state, &table, &rest[..rest.len() - 1]).await
         }
@@ -159,7 +159,7 @@ async fn dispatch(
             Method::GET => rows::get(&req, &state, &table, rest).await,
             Method::PUT | Method::POST => rows::put(&req, payload, &state, &table, rest).await,
             Method::DELETE => rows::delete(&req, &state, &table, rest).await,
-            _ => Err(ApiError::MethodNotAllowed),
+            _ => Err(ApiError::MethodNotAllowed("GET, PUT, POST, DELETE")),
         },
     }
 }
@@ -168,7 +168,7 @@ fn only_get(method: &Method, resp: ApiResult<HttpResponse>) -> ApiResult<HttpRes
     if method == Method::GET || method == Method::HEAD {
         resp
     } else {
-        Err(ApiError::MethodNotAllowed)
+        Err(ApiError::MethodNotAllowed("GET, HEAD"))
     }
 }
 

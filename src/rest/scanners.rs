@@ -441,7 +441,8 @@ pub async fn handle(
                 .map(|_| HttpResponse::Ok().finish())
                 .ok_or(ApiError::NotFound)
         }
-        _ => Err(ApiError::MethodNotAllowed),
+        (_, true) => Err(ApiError::MethodNotAllowed("PUT, POST")),
+        (_, false) => Err(ApiError::MethodNotAllowed("GET, DELETE")),
     }
 }
 
