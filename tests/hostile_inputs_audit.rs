@@ -495,8 +495,8 @@ async fn invalid_utf8_in_app_paths_and_queries_is_400_not_another_name() {
 async fn rest_and_app_405s_name_the_allowed_methods() {
     let c = table_with_cell().await;
     for (method, uri, allow) in [
-        (Method::PATCH, "/t/r/cf:a", "GET, PUT, POST, DELETE"),
-        (Method::POST, "/t/multiget?row=r", "GET"),
+        (Method::PATCH, "/t/r/cf:a", "GET, HEAD, PUT, POST, DELETE"),
+        (Method::POST, "/t/multiget?row=r", "GET, HEAD"),
         (Method::DELETE, "/version", "GET, HEAD"),
         (Method::GET, "/t/scanner", "PUT, POST"),
         (Method::PUT, "/t/scanner/some-id", "GET, DELETE"),
@@ -506,24 +506,42 @@ async fn rest_and_app_405s_name_the_allowed_methods() {
         assert_eq!(r.header("allow").as_deref(), Some(allow), "{method} {uri}");
     }
     for (method, uri, allow) in [
-        (Method::PUT, "/apps/blog/users/1/articles", "POST, GET"),
+        (
+            Method::PUT,
+            "/apps/blog/users/1/articles",
+            "POST, GET, HEAD",
+        ),
         (
             Method::POST,
             "/apps/blog/users/1/articles/1",
-            "GET, PATCH, DELETE",
+            "GET, HEAD, PATCH, DELETE",
         ),
         (Method::DELETE, "/apps/counter/hits", "POST"),
         (
-            Method::HEAD,
+            Method::PUT,
             "/apps/graph/nodes/alice",
-            "GET, PATCH, DELETE",
+            "GET, HEAD, PATCH, DELETE",
         ),
     ] {
         let r = c.req(method.clone(), uri, &[], "").await;
         assert_eq!(r.status, 405, "{method} {uri}: {}", r.text());
         assert_eq!(r.header("allow").as_deref(), Some(allow), "{method} {uri}");
-        if method != Method::HEAD {
-            assert_eq!(r.json()["error"]["code"], "method_not_allowed", "{uri}");
-        }
+        assert_eq!(r.json()["error"]["code"], "method_not_allowed", "{uri}");
+    }
+    // HEAD is answered wherever GET is, with GET's status.
+    let r = c
+        .post_json("/apps/graph/nodes", &serde_json::json!({"id": "alice"}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    for (uri, status) in [
+        ("/apps/graph/nodes/alice", 200),
+        ("/apps/graph/nodes/bob", 404),
+        ("/t/r/cf:a", 200),
+        ("/t/r/cf:zz", 404),
+    ] {
+        let r = c
+            .req(Method::HEAD, uri, &[("Accept", "application/json")], "")
+            .await;
+        assert_eq!(r.status, status, "HEAD {uri}");
     }
 }

@@ -81,8 +81,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/actions/users/{user_id}")
             .route(web::post().to(create))
-            .route(web::get().to(list))
-            .default_service(request::allow_only("POST, GET")),
+            .route(request::get_or_head().to(list))
+            .default_service(request::allow_only("POST, GET, HEAD")),
     );
 }
 

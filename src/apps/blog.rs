@@ -162,15 +162,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/blog/users/{user_id}/articles")
             .route(web::post().to(create))
-            .route(web::get().to(list))
-            .default_service(request::allow_only("POST, GET")),
+            .route(request::get_or_head().to(list))
+            .default_service(request::allow_only("POST, GET, HEAD")),
     )
     .service(
         web::resource("/blog/users/{user_id}/articles/{article_id}")
-            .route(web::get().to(get))
+            .route(request::get_or_head().to(get))
             .route(web::patch().to(update))
             .route(web::delete().to(delete))
-            .default_service(request::allow_only("GET, PATCH, DELETE")),
+            .default_service(request::allow_only("GET, HEAD, PATCH, DELETE")),
     );
 }
 

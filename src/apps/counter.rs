@@ -334,18 +334,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .service(
         web::resource("/counter/hourly")
-            .route(web::get().to(hourly))
-            .default_service(request::allow_only("GET")),
+            .route(request::get_or_head().to(hourly))
+            .default_service(request::allow_only("GET, HEAD")),
     )
     .service(
         web::resource("/counter/daily")
-            .route(web::get().to(daily))
-            .default_service(request::allow_only("GET")),
+            .route(request::get_or_head().to(daily))
+            .default_service(request::allow_only("GET, HEAD")),
     )
     .service(
         web::resource("/counter/total")
-            .route(web::get().to(total))
-            .default_service(request::allow_only("GET")),
+            .route(request::get_or_head().to(total))
+            .default_service(request::allow_only("GET, HEAD")),
     );
 }
 

@@ -450,15 +450,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .service(
         web::resource("/graph/nodes/{id}")
-            .route(web::get().to(get_node))
+            .route(request::get_or_head().to(get_node))
             .route(web::patch().to(update_node))
             .route(web::delete().to(delete_node))
-            .default_service(request::allow_only("GET, PATCH, DELETE")),
+            .default_service(request::allow_only("GET, HEAD, PATCH, DELETE")),
     )
     .service(
         web::resource("/graph/nodes/{id}/relationships")
-            .route(web::get().to(adjacency))
-            .default_service(request::allow_only("GET")),
+            .route(request::get_or_head().to(adjacency))
+            .default_service(request::allow_only("GET, HEAD")),
     )
     .service(
         web::resource("/graph/relationships")
@@ -467,10 +467,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     )
     .service(
         web::resource("/graph/relationships/{start}/{type}/{end}")
-            .route(web::get().to(get_relationship))
+            .route(request::get_or_head().to(get_relationship))
             .route(web::patch().to(update_relationship))
             .route(web::delete().to(delete_relationship_handler))
-            .default_service(request::allow_only("GET, PATCH, DELETE")),
+            .default_service(request::allow_only("GET, HEAD, PATCH, DELETE")),
     );
 }
 

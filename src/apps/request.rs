@@ -137,6 +137,13 @@ pub async fn not_found(req: HttpRequest) -> AppResult<HttpResponse> {
     )))
 }
 
+/// A route for `GET` that also answers `HEAD` (the same handler; actix sends no body for a
+/// HEAD): RFC 9110 asks every server that supports GET on a resource to support HEAD.
+pub fn get_or_head() -> actix_web::Route {
+    use actix_web::guard;
+    web::route().guard(guard::Any(guard::Get()).or(guard::Head()))
+}
+
 /// The default service of a resource whose routes take the methods `allow` (`"GET, POST"`):
 /// a JSON 405 for any other method, with the `Allow` header RFC 9110 requires of a 405.
 pub fn allow_only(allow: &'static str) -> actix_web::Route {

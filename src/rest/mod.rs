@@ -144,22 +144,22 @@ async fn dispatch(
         "regions" => only_get(&method, schema::regions(&req, &state, &table).await),
         "scanner" => scanners::handle(&req, payload, &state, &table, after.unwrap_or("")).await,
         s if s.starts_with("multiget") => {
-            if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed("GET"));
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed("GET, HEAD"));
             }
             rows::multiget(&req, &state, &table, after.unwrap_or("")).await
         }
         _ if rest.ends_with('*') => {
-            if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed("GET"));
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed("GET, HEAD"));
             }
             scanners::stateless(&req, &state, &table, &rest[..rest.len() - 1]).await
         }
         _ => match method {
-            Method::GET => rows::get(&req, &state, &table, rest).await,
+            Method::GET | Method::HEAD => rows::get(&req, &state, &table, rest).await,
             Method::PUT | Method::POST => rows::put(&req, payload, &state, &table, rest).await,
             Method::DELETE => rows::delete(&req, &state, &table, rest).await,
-            _ => Err(ApiError::MethodNotAllowed("GET, PUT, POST, DELETE")),
+            _ => Err(ApiError::MethodNotAllowed("GET, HEAD, PUT, POST, DELETE")),
         },
     }
 }

@@ -422,7 +422,7 @@ pub async fn handle(
                 }
             }
         }
-        _ => Err(ApiError::MethodNotAllowed("GET, PUT, POST, DELETE")),
+        _ => Err(ApiError::MethodNotAllowed("GET, HEAD, PUT, POST, DELETE")),
     }
 }
 
