@@ -1532,18 +1532,19 @@ impl RegionStore {
             time_range: TimeRange::ALL,
             max_versions: 1,
         };
-        let mut current: Vec<Cell> = self.get(row, &read)?.map(|r| r.cells).unwrap_or_default();
+        let current: Vec<Cell> = self.get(row, &read)?.map(|r| r.cells).unwrap_or_default();
         let now = self.clock.now();
-        let mut results = Vec::with_capacity(columns.len());
+        let mut results: Vec<Cell> = Vec::with_capacity(columns.len());
         for (f, q, arg) in columns {
-            let old = current
+            // A column named twice in one request combines onto its own earlier result.
+            let same = |c: &&Cell| &c.family == f && &c.qualifier == q;
+            let old = results
                 .iter()
-                .position(|c| &c.family == f && &c.qualifier == q);
+                .rev()
+                .find(same)
+                .or_else(|| current.iter().find(same));
             let (old_value, old_ts) = match old {
-                Some(i) => (
-                    Some(current[i].value.as_slice()),
-                    Some(current[i].timestamp),
-                ),
+                Some(c) => (Some(c.value.as_slice()), Some(c.timestamp)),
                 None => (None, None),
             };
             let value = combine(f, q, old_value, arg)?;
@@ -1552,17 +1553,12 @@ impl RegionStore {
                 Some(t) if t >= now => t.saturating_add(1),
                 _ => now,
             };
-            let new = Cell {
+            results.push(Cell {
                 family: f.clone(),
                 qualifier: q.clone(),
                 timestamp: ts,
                 value,
-            };
-            match old {
-                Some(i) => current[i] = new.clone(),
-                None => current.push(new.clone()),
-            }
-            results.push(new);
+            });
         }
         for c in &results {
             out.push(LogCell {

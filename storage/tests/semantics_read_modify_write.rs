@@ -29,6 +29,32 @@ fn increment_counts_from_zero_across_families_and_returns_new_values() {
 }
 
 #[test]
+fn a_column_named_twice_in_one_increment_counts_both_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.increment(inc("r", &[("cf", "a", 10)])).unwrap();
+    let out = s
+        .increment(inc("r", &[("cf", "a", 5), ("one", "b", 1), ("cf", "a", 2)]))
+        .unwrap();
+    assert_eq!(out[0].value, 15i64.to_be_bytes());
+    assert_eq!(out[1].value, 1i64.to_be_bytes());
+    assert_eq!(out[2].value, 17i64.to_be_bytes());
+    assert!(
+        out[2].timestamp > out[0].timestamp,
+        "the second is the newer version"
+    );
+    let stored = s.get(b"r", &read(1)).unwrap().unwrap();
+    let a = stored.cells.iter().find(|c| c.family == b"cf").unwrap();
+    assert_eq!(a.value, 17i64.to_be_bytes());
+    // And it survives a restart (the log holds both effects, the newer wins).
+    drop(s);
+    let s = open(dir.path());
+    let stored = s.get(b"r", &read(1)).unwrap().unwrap();
+    let a = stored.cells.iter().find(|c| c.family == b"cf").unwrap();
+    assert_eq!(a.value, 17i64.to_be_bytes());
+}
+
+#[test]
 fn increment_is_never_hidden_by_a_newer_existing_version() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = open(dir.path());
