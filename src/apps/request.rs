@@ -14,7 +14,7 @@
 //!    lossily into another name.
 
 use super::error::{AppError, AppResult};
-use crate::rest::media::next_chunk;
+use crate::rest::media::{collect_body, BodyError};
 use crate::state::Limits;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use serde::de::DeserializeOwned;
@@ -34,19 +34,18 @@ pub async fn read_json<T: DeserializeOwned>(
 ) -> AppResult<T> {
     let max = limits.max_body;
     let idle = Duration::from_secs(limits.body_idle_secs);
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = next_chunk(&mut payload, idle)
-        .await
-        .map_err(AppError::RequestTimeout)?
-    {
-        let chunk = chunk.map_err(|e| AppError::bad(format!("could not read the body: {e}")))?;
-        if body.len() + chunk.len() > max {
+    let body = match collect_body(&mut payload, max, idle, 0).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => {
             return Err(AppError::PayloadTooLarge(format!(
                 "body is larger than {max} bytes"
-            )));
+            )))
         }
-        body.extend_from_slice(&chunk);
-    }
+        Err(BodyError::Stalled(m)) => return Err(AppError::RequestTimeout(m)),
+        Err(BodyError::Read(e)) => {
+            return Err(AppError::bad(format!("could not read the body: {e}")))
+        }
+    };
     if body.is_empty() {
         return Err(AppError::bad("a JSON body is required"));
     }

@@ -135,7 +135,6 @@ pub fn body_repr(req: &HttpRequest, body: &[u8], offered: &[Repr]) -> ApiResult<
     }
 }
 
-/// Reads the whole body, refusing (413) one larger than `limits.max_body`.
 /// The next chunk of a request body, or `Err` (the message for the 408) when the client sent
 /// nothing for `idle`: a client that announces a body and then stalls must not hold its
 /// connection and its handler forever (RELIABILITY.md, hostile HTTP).
@@ -154,6 +153,41 @@ pub async fn next_chunk<S: futures::Stream + Unpin>(
         })
 }
 
+/// Why a body could not be collected ([`collect_body`]).
+pub enum BodyError {
+    /// More than the limit arrived.
+    TooLarge,
+    /// Nothing arrived for the idle timeout: the message for the 408.
+    Stalled(String),
+    /// The transport failed mid-body.
+    Read(String),
+}
+
+/// Collects a request body of at most `max` bytes, pausing at most `idle` between chunks: the
+/// one reading loop of the REST API ([`read_body`]) and the applications (`read_json`).
+pub async fn collect_body<S, E>(
+    body: &mut S,
+    max: usize,
+    idle: Duration,
+    capacity: usize,
+) -> Result<web::BytesMut, BodyError>
+where
+    S: futures::Stream<Item = Result<web::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut buf = web::BytesMut::with_capacity(capacity.min(max));
+    while let Some(chunk) = next_chunk(body, idle).await.map_err(BodyError::Stalled)? {
+        let chunk = chunk.map_err(|e| BodyError::Read(e.to_string()))?;
+        if buf.len() + chunk.len() > max {
+            return Err(BodyError::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+/// Reads the whole body, refusing (413) one larger than `limits.max_body` and (408) one that
+/// stops arriving for `limits.body_idle_secs`.
 pub async fn read_body(
     req: &HttpRequest,
     payload: web::Payload,
@@ -173,22 +207,17 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > limits.max_body as u64) {
         return Err(too_large());
     }
-    let mut buf = web::BytesMut::with_capacity(declared.unwrap_or(0) as usize);
     // `Content-Encoding: gzip` (HBase's GzipFilter) is inflated here; the limit applies to the
     // inflated bytes, so a compression bomb stops at `max_body`.
     let mut payload = actix_web::dev::Decompress::from_headers(payload.into_inner(), req.headers());
     let idle = Duration::from_secs(limits.body_idle_secs);
-    while let Some(chunk) = next_chunk(&mut payload, idle)
-        .await
-        .map_err(ApiError::RequestTimeout)?
-    {
-        let chunk = chunk.map_err(|e| ApiError::bad(format!("cannot read the body: {e}")))?;
-        if buf.len() + chunk.len() > limits.max_body {
-            return Err(too_large());
-        }
-        buf.extend_from_slice(&chunk);
+    let capacity = declared.unwrap_or(0) as usize;
+    match collect_body(&mut payload, limits.max_body, idle, capacity).await {
+        Ok(buf) => Ok(buf.freeze()),
+        Err(BodyError::TooLarge) => Err(too_large()),
+        Err(BodyError::Stalled(m)) => Err(ApiError::RequestTimeout(m)),
+        Err(BodyError::Read(e)) => Err(ApiError::bad(format!("cannot read the body: {e}"))),
     }
-    Ok(buf.freeze())
 }
 
 const INDIFFERENT: GeneralPurposeConfig =
@@ -373,6 +402,7 @@ impl XmlShape {
     pub fn see(&mut self, ev: &quick_xml::events::Event<'_>) -> ApiResult<()> {
         use quick_xml::events::Event;
         let second_root = || ApiError::bad("the XML body holds more than one root element");
+        let outside = || ApiError::bad("the XML body has text outside its root element");
         match ev {
             Event::Start(_) => {
                 if self.root_closed {
@@ -395,15 +425,9 @@ impl XmlShape {
                 }
             }
             Event::Text(t) if self.depth == 0 && !t.iter().all(u8::is_ascii_whitespace) => {
-                return Err(ApiError::bad(
-                    "the XML body has text outside its root element",
-                ));
+                return Err(outside());
             }
-            Event::CData(_) if self.depth == 0 => {
-                return Err(ApiError::bad(
-                    "the XML body has text outside its root element",
-                ));
-            }
+            Event::CData(_) if self.depth == 0 => return Err(outside()),
             Event::Eof if self.depth > 0 => {
                 return Err(ApiError::bad(
                     "the XML body ends before its root element is closed (cut off?)",
