@@ -5,9 +5,12 @@
 //! 2. Closed loop: a worker issues its next operation as soon as the previous one returns;
 //!    latency is measured from the send.
 //! 3. Open loop: operation `i` is *intended* to start at `start + i / rate`. A worker takes the
-//!    next slot, waits until its intended time if it is early, and records latency from the
-//!    intended time, so time spent waiting for a free connection during a stall is counted
-//!    (no coordinated omission). Slots are never skipped to "catch up".
+//!    next slot and, if it is early, sleeps until [`EARLY_WAKE`] before the intended time and
+//!    sends. Latency is measured from the earlier of the intended time and the send: a late
+//!    start (every connection busy during a stall) is charged in full (no coordinated omission),
+//!    and an early one is measured from its own send, never from a time before it. Slots are
+//!    never skipped to "catch up". Sends later than [`EARLY_WAKE`] after their slot are counted
+//!    (`late_start`): many of them mean the server, or this client, fell behind the schedule.
 //! 4. A phase ends at whichever comes first: `duration` elapsed or `ops` operations issued.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,6 +24,11 @@ use crate::client::Conn;
 use crate::error::{LoadError, Result};
 use crate::stats::{Outcome, Recorder, Summary};
 use crate::workload::{Worker, Workload};
+
+/// How early an open-loop worker wakes for its slot. Tokio's timer rounds a deadline up to its
+/// next 1 ms tick, so sleeping to the exact intended time added 0.8 ms to the median of every
+/// operation (measured: `health` at 18,000/s, p50 1.19 ms, 0.26 ms with the early wake).
+pub const EARLY_WAKE: Duration = Duration::from_millis(1);
 
 /// How operations are paced.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -186,12 +194,15 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
                     break;
                 }
                 if let Some(t) = intended {
-                    tokio::time::sleep_until(t.into()).await;
+                    tokio::time::sleep_until(t.checked_sub(EARLY_WAKE).unwrap_or(t).into()).await;
                 }
                 let sent = Instant::now();
+                if intended.is_some_and(|t| sent > t + EARLY_WAKE) {
+                    rec.count("late_start", 1);
+                }
                 let op = workload.op(&mut worker, &mut conn, &mut rec).await;
                 let now = Instant::now();
-                let latency = now - intended.unwrap_or(sent);
+                let latency = now - intended.map_or(sent, |t| t.min(sent));
                 rec.record(op.kind, latency, now - start, op.outcome, op.rows);
                 done.fetch_add(1, Ordering::Relaxed);
                 if op.outcome != Outcome::Ok {
@@ -408,6 +419,9 @@ mod tests {
             "stall hidden: {:?}",
             r.summary.latency
         );
+        // The one connection was busy through the stall, so those operations started late.
+        let late = r.summary.counters.get("late_start").copied().unwrap_or(0);
+        assert!(late >= 50, "late starts not counted: {late}");
     }
 
     #[tokio::test]
