@@ -23,6 +23,19 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Turns transparent huge pages off for this process, so that memory is faulted in 4 KiB at a
+/// time: a 2 MiB huge page is zeroed in one fault that stalls its thread for milliseconds
+/// (`--transparent-huge-pages` keeps them). mimalloc asks for them on its arenas, so the
+/// system's `madvise` setting is not enough.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::warn!(
+            "could not turn transparent huge pages off ({e}): requests may stall on 2 MiB page faults"
+        );
+    }
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -32,6 +45,9 @@ fn main() -> std::process::ExitCode {
         )
         .init();
     let config = Config::parse();
+    if !config.transparent_huge_pages {
+        no_transparent_huge_pages();
+    }
     if let Err(e) = config.validate() {
         tracing::error!("{e}");
         return std::process::ExitCode::from(2);
