@@ -79,6 +79,11 @@ impl Server {
     }
 
     /// SIGKILL, no chance to flush: what a crash leaves on disk.
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
