@@ -124,6 +124,14 @@ pub(crate) struct PrepareSplit {
     pub reply: Reply<()>,
 }
 
+/// Second half of a split, after the catalog commit: the narrowing of a prepared split is
+/// final, and a major compaction drops the moved rows from the region's segments.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct CommitSplit {
+    pub reply: Reply<()>,
+}
+
 /// Undo a prepared split whose catalog commit failed: serve `[start, end)` again.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -237,9 +237,16 @@ impl RegionActor {
             None => RegionStore::open(&dir, options),
         });
         ctx.wait(
-            actix::fut::wrap_future::<_, Self>(job).map(|res, act, _| match res {
-                Ok(opened) => act.opened(opened),
-                Err(e) => act.fail(format!("opening the store: {e}")),
+            actix::fut::wrap_future::<_, Self>(job).map(|res, act, ctx| {
+                match res {
+                    Ok(opened) => act.opened(opened),
+                    Err(e) => act.fail(format!("opening the store: {e}")),
+                }
+                // `started` ran before the store was open: the cleanup `opened` asked for
+                // starts here.
+                if act.split_cleanup_due && act.store.is_some() && !act.compacting {
+                    act.start_compaction(true, None, ctx);
+                }
             }),
         );
     }
@@ -619,9 +626,6 @@ impl Actor for RegionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        if self.split_cleanup_due {
-            self.start_compaction(true, None, ctx);
-        }
         if let Durability::Interval(every) = self.settings.durability {
             let period = (every / 2).max(Duration::from_millis(1));
             ctx.run_interval(period, |act, _| {
@@ -870,7 +874,7 @@ impl Handler<PrepareSplit> for RegionActor {
                     .flush()
                     .and_then(|()| store.export_rows(&*pred, &new_dir, options))
             },
-            move |act, res, ctx| act.split_exported(res, (start, at), reply, ctx),
+            move |act, res, _| act.split_exported(res, (start, at), reply),
         );
     }
 }
@@ -920,26 +924,41 @@ impl RegionActor {
         res: Result<(), ActorError>,
         (start, at): (u32, u32),
         reply: Reply<()>,
-        ctx: &mut Context<Self>,
     ) {
         if let Err(e) = res {
             let _ = reply.send(Err(e.into()));
             return;
         }
         // From here on requests for the moved buckets are answered NotOwner and retried by the
-        // handle until the router publishes the new layout.
+        // handle until the router publishes the new layout. Reads only: until the catalog
+        // commit (`CommitSplit`) the split may still be undone (`AbortSplit`), so no compaction
+        // may drop the moved rows yet.
         self.range = (start, at);
         let lower = owns_row_predicate(&self.salt, self.range);
         if let Ok(store) = self.store() {
-            store.set_owns_row(lower);
+            store.narrow_reads(lower);
         }
+        self.split_requested = true;
         let _ = reply.send(Ok(()));
-        // Drop the exported rows from this region's segments in the background.
+    }
+}
+
+impl Handler<CommitSplit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CommitSplit, ctx: &mut Context<Self>) {
+        // The catalog now gives the moved buckets to the new region: the narrowing is final,
+        // and the moved rows can leave this region's segments (in the background).
+        let pred = owns_row_predicate(&self.salt, self.range);
+        if let Some(store) = self.store.as_mut() {
+            store.set_owns_row(pred);
+        }
         self.split_requested = true;
         self.split_cleanup_due = true;
-        if !self.compacting {
+        if !self.compacting && self.store.is_some() {
             self.start_compaction(true, None, ctx);
         }
+        let _ = msg.reply.send(Ok(()));
     }
 }
 
@@ -952,6 +971,7 @@ impl Handler<AbortSplit> for RegionActor {
         if let Some(store) = self.store.as_mut() {
             store.set_owns_row(pred);
         }
+        self.split_requested = false;
         let _ = msg.reply.send(Ok(()));
     }
 }

@@ -9,10 +9,15 @@
 //! # Split, step by step
 //! 1. The region commits its waiting writes, flushes, exports the rows of buckets `[at, end)`
 //!    into a fresh store `<data_dir>/regions/<new id>/`, and narrows what it serves to
-//!    `[start, at)` (requests for the moved buckets are now answered `NotOwner`; the handle
-//!    retries them until step 3).
+//!    `[start, at)` for reads only (requests for the moved buckets are now answered `NotOwner`;
+//!    the handle retries them until step 3). Its compactions still keep the moved rows.
 //! 2. The catalog is rewritten with both regions: the commit point. If that fails, the region
-//!    serves its whole range again and the new directory is removed.
+//!    serves its whole range again and the new directory is removed, unless the catalog on
+//!    disk names the new region after all (a directory fsync that failed after the rename):
+//!    then the split stands. Then `CommitSplit` makes the narrowing final, and a major
+//!    compaction drops the moved rows from the old region (after its next open, if it cannot
+//!    do it now). Before the commit no compaction may drop them: an aborted split would lose
+//!    them (tests/split_failures.rs).
 //! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
 //!
 //! A crash before step 2 leaves the old catalog (the old region still holds every row; the new
@@ -95,6 +100,22 @@ async fn commit(data_dir: &Path, catalog: &Catalog) -> Result<()> {
     tokio::task::spawn_blocking(move || catalog.save(&dir))
         .await
         .map_err(|e| ActorError::Internal(format!("catalog writer panicked: {e}")))?
+}
+
+/// Whether the catalog on disk lists region `id` in `table` (`None`: it cannot be read).
+async fn on_disk_region(data_dir: &Path, table: &str, id: u64) -> Option<bool> {
+    let dir = data_dir.to_path_buf();
+    let table = table.to_string();
+    tokio::task::spawn_blocking(move || {
+        Catalog::load(&dir).ok().map(|c| {
+            c.tables
+                .get(&table)
+                .is_some_and(|e| e.regions.iter().any(|r| r.id == id))
+        })
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 async fn remove_dirs(dirs: Vec<PathBuf>) {
@@ -427,15 +448,38 @@ impl Layout {
             e.regions.insert(idx + 1, new_meta.clone());
         }
         if let Err(e) = commit(&self.data_dir, &next).await {
-            let range = (meta.bucket_start, meta.bucket_end);
-            let _ = old
-                .handle
-                .call_unbounded(|reply| messages::AbortSplit { range, reply })
-                .await;
-            remove_dirs(vec![new_dir]).await;
-            return Err(e);
+            // A save can fail after its rename took effect (the directory fsync): then the
+            // catalog on disk gives the buckets to the new region, which must keep its rows.
+            match on_disk_region(&self.data_dir, table, new_id).await {
+                Some(true) => {
+                    tracing::warn!(table, region, error = %e,
+                        "the catalog save reported an error after it took effect: split kept");
+                }
+                on_disk => {
+                    let range = (meta.bucket_start, meta.bucket_end);
+                    let _ = old
+                        .handle
+                        .call_unbounded(|reply| messages::AbortSplit { range, reply })
+                        .await;
+                    // Unreadable catalog: it may name the new region; keep its rows (an
+                    // orphan directory, removed by the next split that takes this id).
+                    if on_disk == Some(false) {
+                        remove_dirs(vec![new_dir]).await;
+                    }
+                    return Err(e);
+                }
+            }
         }
         self.catalog = next;
+        // The narrowing is final: the old region may now drop the moved rows. If it cannot
+        // hear this (failed, closed), it drops them after its next open.
+        if let Err(e) = old
+            .handle
+            .call_unbounded(|reply| messages::CommitSplit { reply })
+            .await
+        {
+            tracing::warn!(table, region, error = ?e, "split committed; the old region's cleanup waits for its next open");
+        }
 
         // Step 3: start the new region and publish.
         let new_route = self.launch(&desc, &new_meta)?;

@@ -835,6 +835,9 @@ pub struct RegionStore {
     /// Derived from `families` and `floors`; rebuilt whenever they change.
     rules: Rules,
     owns_row: Option<RowPredicate>,
+    /// The rows compactions keep: `owns_row` once a narrowing is final; wider while a
+    /// narrowing may still be undone ([`RegionStore::narrow_reads`]).
+    keeps_row: Option<RowPredicate>,
     background_flush: bool,
     background_write_rate: u64,
     /// [`StoreOptions::log_prealloc`], or 0 in `None` durability (see `open`).
@@ -913,7 +916,14 @@ impl RegionStore {
         let mut seg_files = Vec::new();
         let mut max_id = 0;
         for name in fs.list(dir).map_err(|e| Error::io(dir, e))? {
-            if name.ends_with(".tmp") {
+            if let Some(stem) = name.strip_suffix(".tmp") {
+                // A file being written when the store stopped, or still being written by a
+                // background job of a store on this directory that was closed without waiting
+                // for it: its id is never handed out again, so that job cannot rename its file
+                // onto one of this store's.
+                if let Some(id) = parse_id(stem, ".seg").or_else(|| parse_id(stem, ".log")) {
+                    max_id = max_id.max(id);
+                }
                 let _ = fs.remove(&dir.join(&name));
             } else if let Some(id) = parse_id(&name, ".log") {
                 logs.push(id);
@@ -1080,6 +1090,7 @@ impl RegionStore {
             rules: Rules::new(&families, &floors),
             families,
             floors,
+            keeps_row: options.owns_row.clone(),
             owns_row: options.owns_row,
             background_flush: options.background_flush,
             background_write_rate: options.background_write_rate,
@@ -1186,8 +1197,18 @@ impl RegionStore {
         Ok(())
     }
 
-    /// Restrict the rows this store serves (see [`StoreOptions::owns_row`]).
+    /// Restrict the rows this store serves and keeps (see [`StoreOptions::owns_row`]): from
+    /// here on reads skip, and compactions made from here on drop, the rows `pred` rejects.
     pub fn set_owns_row(&mut self, pred: Option<RowPredicate>) {
+        self.keeps_row = pred.clone();
+        self.owns_row = pred;
+    }
+
+    /// Restrict the rows reads see to `pred`, while compactions keep every row of the last
+    /// [`RegionStore::set_owns_row`]: a narrowing that may still be undone (a split before
+    /// its commit) must not let a compaction delete the rows it hides. Make it final with
+    /// `set_owns_row(pred)`, or undo it with `set_owns_row(wider)`.
+    pub fn narrow_reads(&mut self, pred: Option<RowPredicate>) {
         self.owns_row = pred;
     }
 
@@ -2179,7 +2200,7 @@ impl RegionStore {
             major,
             rules: self.rules.clone(),
             now_ms: wall_ms(),
-            owns_row: self.owns_row.clone(),
+            owns_row: self.keeps_row.clone(),
         }
     }
 

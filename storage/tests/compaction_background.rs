@@ -82,6 +82,28 @@ fn rows_the_store_no_longer_owns_are_invisible_and_dropped_by_compaction() {
 }
 
 #[test]
+fn a_narrowing_of_reads_only_keeps_the_hidden_rows_through_compaction_until_undone() {
+    let (dir, mut s) = setup(3);
+    s.narrow_reads(Some(Arc::new(|r: &[u8]| r < b"r1".as_slice())));
+    assert!(
+        s.get(b"r2", &read(1)).unwrap().is_none(),
+        "hidden from reads"
+    );
+    s.compact(true).unwrap();
+    let background = s.compaction_task(true);
+    if let Some(task) = background {
+        let out = task.run().unwrap();
+        s.install_compaction(out).unwrap();
+    }
+    // The split that hid them was abandoned: the rows are all still there.
+    s.set_owns_row(None);
+    assert_eq!(cells(&s, "r2", &read(1)).len(), 1, "kept by compaction");
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(cells(&s, "r2", &read(1)).len(), 1, "and after a restart");
+}
+
+#[test]
 fn many_flushes_are_merged_by_the_tiered_compaction() {
     let (_dir, s) = setup(20);
     assert!(s.stats().segments < 8, "{} segments", s.stats().segments);
@@ -91,4 +113,27 @@ fn many_flushes_are_merged_by_the_tiered_compaction() {
             vec![c("cf:q", 2, "new")]
         );
     }
+}
+
+#[test]
+fn a_reopened_store_never_reuses_the_id_of_a_half_written_file() {
+    // A compaction of a closed store may still be writing `<id>.seg.tmp` when the directory
+    // is opened again: the new store must not write a file of that id (the old job's rename
+    // would replace it, or its own would fail).
+    let (dir, s) = setup(1);
+    drop(s);
+    let stale = 40u64;
+    std::fs::write(dir.path().join(format!("{stale:016}.seg.tmp")), b"half").unwrap();
+    let mut s = open(dir.path());
+    mutate(&mut s, "late", vec![put("cf", "q", Some(1), "v")]);
+    s.flush().unwrap();
+    let ids: Vec<u64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".seg").and_then(|n| n.parse().ok())
+        })
+        .collect();
+    assert!(ids.iter().any(|id| *id > stale), "new segment ids: {ids:?}");
+    assert!(!dir.path().join(format!("{stale:016}.seg.tmp")).exists());
 }
