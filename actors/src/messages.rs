@@ -32,8 +32,37 @@ impl From<ActorError> for Reject {
     }
 }
 
-/// The responder of a request.
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, Reject>>;
+/// The responder of a request. It holds the request's in-flight slot (requests that came
+/// through the region's gate, [`crate::routing::RegionHandle::call`]): the slot is freed when the
+/// answer is sent or the request is dropped unanswered, not when the caller stops waiting, so
+/// requests their callers abandoned (a client that hung up) still count against the region's
+/// bound until the region is done with them.
+#[derive(Debug)]
+pub(crate) struct Reply<T> {
+    tx: oneshot::Sender<Result<T, Reject>>,
+    _slot: Option<InFlightSlot>,
+}
+
+impl<T> Reply<T> {
+    pub(crate) fn new(tx: oneshot::Sender<Result<T, Reject>>, slot: Option<InFlightSlot>) -> Self {
+        Reply { tx, _slot: slot }
+    }
+
+    /// Answer; gives the answer back if the caller is gone.
+    pub(crate) fn send(self, answer: Result<T, Reject>) -> Result<(), Result<T, Reject>> {
+        self.tx.send(answer)
+    }
+}
+
+/// One unit of a region's in-flight count, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct InFlightSlot(pub(crate) Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for InFlightSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 /// Read one row.
 #[derive(Message)]

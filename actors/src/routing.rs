@@ -14,7 +14,7 @@
 
 use crate::catalog::TableDescriptor;
 use crate::error::ActorError;
-use crate::messages::{Reject, Reply};
+use crate::messages::{InFlightSlot, Reject, Reply};
 use crate::region::RegionActor;
 use actix::{Addr, Handler, Message};
 use dashmap::DashMap;
@@ -38,15 +38,6 @@ pub(crate) struct RegionHandle {
     capacity: usize,
 }
 
-/// Releases an in-flight slot when the request is answered (or abandoned).
-struct Slot<'a>(&'a AtomicUsize);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 impl RegionHandle {
     pub fn new(id: u64, addr: Addr<RegionActor>, capacity: usize) -> Self {
         RegionHandle {
@@ -68,8 +59,10 @@ impl RegionHandle {
             self.inflight.fetch_sub(1, Ordering::AcqRel);
             return Err(Reject::Failed(ActorError::Overloaded { region: self.id }));
         }
-        let _slot = Slot(&self.inflight);
-        self.call_unbounded(make).await
+        // The slot travels with the responder: freed when the region answers or drops the
+        // request, even if this caller stops waiting first.
+        let slot = InFlightSlot(self.inflight.clone());
+        self.send_and_wait(make, Some(slot)).await
     }
 
     /// Like [`call`](Self::call) without the gate: for the router's control messages, which
@@ -79,9 +72,21 @@ impl RegionHandle {
         M: Message<Result = ()> + Send + 'static,
         RegionActor: Handler<M>,
     {
+        self.send_and_wait(make, None).await
+    }
+
+    async fn send_and_wait<M, T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> M,
+        slot: Option<InFlightSlot>,
+    ) -> Result<T, Reject>
+    where
+        M: Message<Result = ()> + Send + 'static,
+        RegionActor: Handler<M>,
+    {
         let (tx, rx) = oneshot::channel();
         // `do_send` never parks: the bound is the gate above, not actix's per-sender parking.
-        self.addr.do_send(make(tx));
+        self.addr.do_send(make(Reply::new(tx, slot)));
         match rx.await {
             Ok(answer) => answer,
             Err(_) => Err(Reject::Failed(ActorError::RegionUnavailable {

@@ -150,3 +150,36 @@ async fn a_full_region_answers_overloaded_instead_of_queueing() {
         .expect("write after the burst");
     kura.shutdown().await.expect("shutdown");
 }
+
+#[actix_rt::test]
+async fn requests_their_callers_abandon_still_count_until_the_region_is_done_with_them() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(dir.path());
+    cfg.mailbox_capacity = 2;
+    let kura = Kura::start(cfg).await.expect("start");
+    kura.create_table(table("g", 4, 1)).await.expect("create");
+    // Each request is sent, polled once, then dropped (a client that hung up): the region
+    // has not run yet, so its messages are all still waiting in the mailbox.
+    let (mut queued, mut overloaded) = (0, 0);
+    for _ in 0..1_000 {
+        match kura.get("g", b"x", &ReadSpec::default()).now_or_never() {
+            None => queued += 1,
+            Some(Err(ActorError::Overloaded { .. })) => overloaded += 1,
+            Some(other) => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!((queued, overloaded), (2, 998), "the mailbox bound holds");
+    // Once the region has dealt with the abandoned requests, their slots are free again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match kura.get("g", b"x", &ReadSpec::default()).await {
+            Ok(_) => break,
+            Err(ActorError::Overloaded { .. }) if std::time::Instant::now() < deadline => {
+                actix_rt::time::sleep(std::time::Duration::from_millis(10)).await
+            }
+            Err(e) => panic!("slots never freed: {e}"),
+        }
+    }
+    kura.shutdown().await.expect("shutdown");
+}
