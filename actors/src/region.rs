@@ -35,7 +35,9 @@
 //!    freeze that starts a background flush run on a thread of their own with the store moved
 //!    there, while the actor is paused (`ctx.wait`): it handles no message until the store is
 //!    back, so the work sees exactly the acknowledged writes, and the arbiter (with thread per
-//!    core, an HTTP worker) serves its other regions and connections meanwhile.
+//!    core, an HTTP worker) serves its other regions and connections meanwhile. A background
+//!    flush or compaction that finishes meanwhile (actix still polls the actor's spawned
+//!    futures) waits in `deferred` and is installed once the store is back.
 
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
@@ -167,7 +169,16 @@ pub struct RegionActor {
     sync_gen: u64,
     /// Started with the region in `sync` durability; `None`: fsync on the arbiter.
     syncer: Option<Syncer>,
+    /// The store is on another thread for a job (`with_store_off_thread`); actix may still
+    /// poll this actor's other futures meanwhile.
+    store_away: bool,
+    /// Background results (flush, compaction) that arrived while the store was away, applied
+    /// when it is back.
+    deferred: Vec<Deferred>,
 }
+
+/// A background result waiting for the store to come back.
+type Deferred = Box<dyn FnOnce(&mut RegionActor, &mut Context<RegionActor>)>;
 
 impl RegionActor {
     /// Start the region on `arbiter`; the store is opened (recovered) on that thread.
@@ -197,6 +208,8 @@ impl RegionActor {
                 held_reads: Vec::new(),
                 sync_gen: 0,
                 syncer: None,
+                store_away: false,
+                deferred: Vec::new(),
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
@@ -509,27 +522,43 @@ impl RegionActor {
     /// Write a frozen memtable to a segment on a background thread, then install it.
     fn run_flush(&mut self, task: kura_storage::FlushTask, ctx: &mut Context<Self>) {
         let job = crate::background::run("flush", move || task.run());
-        ctx.spawn(job.into_actor(self).map(|res, act, ctx| {
-            match res {
-                Ok(output) => {
-                    // The store may have been closed or reopened meanwhile: then the output
-                    // is stale and the store deletes it.
-                    if let Some(store) = act.store.as_mut() {
-                        match store.install_flush(output) {
-                            // Freeing the memtable takes a while: not on the actor's thread.
-                            Ok(retired) => crate::background::drop_later(retired),
-                            Err(e) => {
-                                let _ = act.store_err(e);
-                            }
+        ctx.spawn(
+            job.into_actor(self)
+                .map(|res, act, ctx| act.flush_done(res, ctx)),
+        );
+    }
+
+    /// A background flush finished: install its segment (once the store is back, if a job
+    /// has it on another thread now).
+    fn flush_done(
+        &mut self,
+        res: Result<kura_storage::FlushOutput, ActorError>,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.store_away {
+            self.deferred
+                .push(Box::new(move |act, ctx| act.flush_done(res, ctx)));
+            return;
+        }
+        match res {
+            Ok(output) => {
+                // The store may have been closed or reopened meanwhile: then the output
+                // is stale and the store deletes it.
+                if let Some(store) = self.store.as_mut() {
+                    match store.install_flush(output) {
+                        // Freeing the memtable takes a while: not on the actor's thread.
+                        Ok(retired) => crate::background::drop_later(retired),
+                        Err(e) => {
+                            let _ = self.store_err(e);
                         }
                     }
                 }
-                Err(e) => act.fail(e.to_string()),
             }
-            act.maybe_request_split();
-            act.maybe_compact(ctx);
-            act.maybe_flush(ctx, true);
-        }));
+            Err(e) => self.fail(e.to_string()),
+        }
+        self.maybe_request_split();
+        self.maybe_compact(ctx);
+        self.maybe_flush(ctx, true);
     }
 
     /// Merge segments in the background once flushes have piled up enough of them that reads
@@ -594,31 +623,50 @@ impl RegionActor {
         };
         self.compacting = true;
         let job = crate::background::run("compaction", move || task.run());
-        ctx.spawn(job.into_actor(self).map(move |res, act, ctx| {
-            act.compacting = false;
-            let out = match res {
-                Ok(Ok(output)) => match act.store() {
-                    Ok(store) => match store.install_compaction(output) {
-                        Ok(()) => Ok(()),
-                        Err(e) => Err(act.store_err(e)),
-                    },
-                    Err(e) => Err(e),
+        ctx.spawn(
+            job.into_actor(self)
+                .map(move |res, act, ctx| act.compaction_done(res, cleanup, reply, ctx)),
+        );
+    }
+
+    /// A background compaction finished: install its segment (once the store is back, if a
+    /// job has it on another thread now) and answer whoever asked for it.
+    fn compaction_done(
+        &mut self,
+        res: Result<kura_storage::Result<kura_storage::CompactionOutput>, ActorError>,
+        cleanup: bool,
+        reply: Option<Reply<()>>,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.store_away {
+            self.deferred.push(Box::new(move |act, ctx| {
+                act.compaction_done(res, cleanup, reply, ctx)
+            }));
+            return;
+        }
+        self.compacting = false;
+        let out = match res {
+            Ok(Ok(output)) => match self.store() {
+                Ok(store) => match store.install_compaction(output) {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(self.store_err(e)),
                 },
-                Ok(Err(e)) => Err(act.store_err(e)),
                 Err(e) => Err(e),
-            };
-            if let Some(r) = reply {
-                let _ = r.send(out.map_err(Reject::Failed));
-            }
-            if act.split_cleanup_due {
-                // Another split happened while this compaction ran.
-                act.start_compaction(true, None, ctx);
-            } else if cleanup {
-                // The rows a split moved away are gone, so the size now reflects what the
-                // region owns: it may ask for a split again.
-                act.split_requested = false;
-            }
-        }));
+            },
+            Ok(Err(e)) => Err(self.store_err(e)),
+            Err(e) => Err(e),
+        };
+        if let Some(r) = reply {
+            let _ = r.send(out.map_err(Reject::Failed));
+        }
+        if self.split_cleanup_due {
+            // Another split happened while this compaction ran.
+            self.start_compaction(true, None, ctx);
+        } else if cleanup {
+            // The rows a split moved away are gone, so the size now reflects what the
+            // region owns: it may ask for a split again.
+            self.split_requested = false;
+        }
     }
 }
 
@@ -897,11 +945,13 @@ impl RegionActor {
             then(self, Err(self.unavailable()), ctx);
             return;
         };
+        self.store_away = true;
         let work = crate::background::run_now(what, move || {
             let res = job(&mut store);
             (store, res)
         });
         ctx.wait(work.into_actor(self).map(move |out, act, ctx| {
+            act.store_away = false;
             let res = match out {
                 Ok((store, res)) => {
                     act.store = Some(store);
@@ -915,6 +965,11 @@ impl RegionActor {
                 }
             };
             then(act, res, ctx);
+            // Background results that arrived meanwhile (each defers itself again if `then`
+            // sent the store away once more).
+            for done in std::mem::take(&mut act.deferred) {
+                done(act, ctx);
+            }
         }));
     }
 
