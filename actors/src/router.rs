@@ -17,7 +17,7 @@
 //!    then the split stands. Then `CommitSplit` makes the narrowing final, and a major
 //!    compaction drops the moved rows from the old region (after its next open, if it cannot
 //!    do it now). Before the commit no compaction may drop them: an aborted split would lose
-//!    them (tests/split_failures.rs).
+//!    them (tests/layout_failures.rs).
 //! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
 //!
 //! A crash before step 2 leaves the old catalog (the old region still holds every row; the new
@@ -368,7 +368,24 @@ impl Layout {
         }
         let mut next = self.catalog.clone();
         let entry = next.tables.remove(name);
-        commit(&self.data_dir, &next).await?;
+        if let Err(e) = commit(&self.data_dir, &next).await {
+            // The table still exists on disk: reopen its regions and serve it again, rather
+            // than leave it unreachable yet impossible to re-create.
+            if let (Some(route), Some(entry)) = (route, self.catalog.tables.get(name).cloned()) {
+                let mut regions = Vec::new();
+                for meta in &entry.regions {
+                    match self.launch(&entry.descriptor, meta) {
+                        Ok(r) => regions.push(r),
+                        Err(e2) => {
+                            tracing::error!(table = name, error = %e2, "could not reopen a region of a table whose drop failed");
+                            return Err(e);
+                        }
+                    }
+                }
+                self.publish(route.desc.clone(), regions);
+            }
+            return Err(e);
+        }
         self.catalog = next;
         if let Some(entry) = entry {
             remove_dirs(

@@ -1,6 +1,7 @@
-//! Splits that go wrong part-way: a catalog commit that fails must leave every acknowledged row
-//! readable (the split is undone, nothing dropped), and a region narrowed by a split before a
-//! restart drops the moved rows after it and keeps splitting automatically.
+//! Layout changes that go wrong part-way. A split whose catalog commit fails must leave every
+//! acknowledged row readable (the split is undone, nothing dropped); a region narrowed by a
+//! split before a restart drops the moved rows after it and keeps splitting automatically; a
+//! drop whose catalog commit fails leaves the table served as before.
 mod common;
 use common::*;
 use kura_actors::*;
@@ -86,5 +87,30 @@ async fn a_region_narrowed_before_a_restart_cleans_up_and_splits_again_automatic
         scan_all(&kura, "auto", ScanSpec::all(), 100).await.len(),
         1600
     );
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn a_drop_whose_catalog_commit_fails_leaves_the_table_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("d", 16, 2)).await.expect("create");
+    let batch: Vec<RowMutation> = (0..100).map(|i| put(&key(i), b"v")).collect();
+    kura.mutate_rows("d", batch).await.expect("load");
+    let blocker = dir.path().join("catalog.json.tmp");
+    std::fs::create_dir(&blocker).expect("mkdir");
+    assert!(kura.drop_table("d").await.is_err(), "the drop must fail");
+    std::fs::remove_dir(&blocker).expect("rmdir");
+    assert_eq!(scan_all(&kura, "d", ScanSpec::all(), 1000).await.len(), 100);
+    kura.mutate("d", put(b"after", b"v"))
+        .await
+        .expect("still writable");
+    kura.drop_table("d")
+        .await
+        .expect("the retried drop succeeds");
+    kura.create_table(table("d", 16, 2))
+        .await
+        .expect("re-create");
+    assert!(scan_all(&kura, "d", ScanSpec::all(), 1000).await.is_empty());
     kura.shutdown().await.expect("shutdown");
 }
