@@ -383,6 +383,15 @@ fn write_segment(
         return filled.map(|_| None);
     }
     let info: SegmentInfo = w.finish()?;
+    if fs.exists(&path) {
+        // Only a task that outlived its store gets here (ids are never handed out twice by
+        // one store): never replace a file another store may own.
+        let _ = fs.remove(&tmp);
+        return Err(Error::InvalidArgument(format!(
+            "segment {} already exists: a background task of a closed store",
+            path.display()
+        )));
+    }
     fs.rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
     let seg = Segment::open(fs, &path, id)?;
@@ -936,10 +945,23 @@ impl RegionStore {
         logs.sort_unstable();
 
         let mut segments = Vec::new();
-        let mut next_seq = m.last_seq + 1;
+        // Checksummed values that no writer produces: an error naming the file, not a wrapped
+        // sequence number (later writes would then sort below older ones).
+        let out_of_range = |file: PathBuf, what: &str, v: u64| Error::Corruption {
+            file,
+            offset: 0,
+            reason: format!("{what} {v} is out of range"),
+        };
+        let mut next_seq = m
+            .last_seq
+            .checked_add(1)
+            .ok_or_else(|| out_of_range(dir.join(manifest::MANIFEST), "last_seq", m.last_seq))?;
         for rec in &m.segments {
-            let seg = Segment::open(&*fs, &seg_path(dir, rec.id), rec.id)?;
-            next_seq = next_seq.max(seg.info.max_seq + 1);
+            let path = seg_path(dir, rec.id);
+            let seg = Segment::open(&*fs, &path, rec.id)?;
+            let after = seg.info.max_seq.checked_add(1);
+            next_seq = next_seq
+                .max(after.ok_or_else(|| out_of_range(path.clone(), "max_seq", seg.info.max_seq))?);
             segments.push(Arc::new(seg));
         }
         let mut clock = Clock::default();
@@ -1016,7 +1038,11 @@ impl RegionStore {
             report.log_records_replayed += out.records;
             report.log_bytes_replayed += out.valid_len;
             if let Some(d) = out.damage {
-                if strict && !d.tail {
+                // A log is fsynced before the next one is created, so only the last log can
+                // have been torn by a crash: damage at the end of an earlier one is damage in
+                // the middle of the sequence.
+                let last = logs.last() == Some(&n);
+                if strict && (!d.tail || !last) {
                     return Err(Error::Corruption {
                         file: path,
                         offset: d.offset,
@@ -2185,13 +2211,22 @@ impl RegionStore {
             set: self.reserved.clone(),
             ids,
         };
+        let id = self.alloc_file();
+        // The output's id is claimed on disk at once, as an empty `.tmp`: a store opened on
+        // this directory while the task is still pending (its own store dropped without a
+        // close) then hands out ids above it, so the task can never rename onto one of that
+        // store's segments (FORMAT.md §8 step 2). Best effort: the rename below refuses to
+        // replace a file anyway.
+        let _ = self
+            .fs
+            .create(&seg_path(&self.dir, id).with_extension("seg.tmp"));
         CompactionTask {
             // Compactions are never urgent: always paced (when pacing is on).
             pace: self.pace(Arc::default()),
             reservation,
             fs: self.fs.clone(),
             dir: self.dir.clone(),
-            id: self.alloc_file(),
+            id,
             drop_markers: major
                 && self.memtable.is_empty()
                 && self.frozen.is_none()

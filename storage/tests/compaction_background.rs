@@ -137,3 +137,26 @@ fn a_reopened_store_never_reuses_the_id_of_a_half_written_file() {
     assert!(ids.iter().any(|id| *id > stale), "new segment ids: {ids:?}");
     assert!(!dir.path().join(format!("{stale:016}.seg.tmp")).exists());
 }
+
+#[test]
+fn a_compaction_task_that_outlives_its_store_never_replaces_a_segment_of_the_next_one() {
+    // The region's store is dropped without a close (a failed region) while a compaction task
+    // is still pending, and the directory is opened again in the same process.
+    let fs = SimFs::new();
+    let opts = StoreOptions::new(families());
+    let (mut a, _) = open_sim(&fs, opts.clone()).unwrap();
+    for r in ["r1", "r2"] {
+        mutate(&mut a, r, vec![put("one", "q", Some(1), "a")]);
+        a.flush().unwrap();
+    }
+    let task = a.compaction_task(false).expect("two segments");
+    drop(a);
+    let (mut b, _) = open_sim(&fs, opts.clone()).unwrap();
+    mutate(&mut b, "r3", vec![put("one", "q", Some(1), "b3")]);
+    b.flush().unwrap();
+    let _ = task.run(); // the old task finishes now: whatever it writes must not replace b's
+    drop(b);
+    let (b, _) = open_sim(&fs, opts).unwrap();
+    assert_eq!(cells(&b, "r3", &read(1)), vec![c("one:q", 1, "b3")]);
+    assert_eq!(cells(&b, "r1", &read(1)), vec![c("one:q", 1, "a")]);
+}

@@ -660,3 +660,62 @@ fn a_log_that_is_never_fsynced_is_not_preallocated() {
     let on_disk = fs.len(&Path::new(DIR).join(log)).expect("len");
     assert_eq!(on_disk, log_bytes, "no zeros ahead of the frames");
 }
+
+/// A log with one frame whose checksum is right but whose record breaks the format.
+fn crafted_log(seq: u64, kind: u8) -> Vec<u8> {
+    fn varint(v: u64, out: &mut Vec<u8>) {
+        if v < 251 {
+            out.push(v as u8);
+        } else {
+            out.push(253);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    fn bytes(b: &[u8], out: &mut Vec<u8>) {
+        varint(b.len() as u64, out);
+        out.extend_from_slice(b);
+    }
+    let mut p = Vec::new();
+    varint(seq, &mut p);
+    p.push(2); // clock 1 (zigzag)
+    bytes(b"r", &mut p);
+    p.push(1); // one cell
+    bytes(b"one", &mut p);
+    p.push(1); // Some(qualifier)
+    bytes(b"q", &mut p);
+    p.push(10); // ts 5 (zigzag)
+    p.push(kind);
+    bytes(b"v", &mut p);
+    p.push(0); // no idempotency key
+    let mut f = b"KURALOG\x02".to_vec();
+    f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+    f.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+    f.extend_from_slice(&p);
+    f
+}
+
+#[test]
+fn a_checksummed_frame_with_an_impossible_record_is_damage_not_a_panic() {
+    for (seq, kind, what) in [(u64::MAX, 3, "sequence number"), (1, 9, "entry kind")] {
+        let fs = SimFs::new();
+        fs.create_dir_all(std::path::Path::new("/region")).unwrap();
+        let log = std::path::Path::new("/region/0000000000000001.log");
+        fs.write_file(log, &crafted_log(seq, kind)).unwrap();
+        // Point in time: the bad frame is where the log ends.
+        let (s, report) = open_sim(&fs, StoreOptions::new(families()))
+            .unwrap_or_else(|e| panic!("{what}: point-in-time recovery opens: {e}"));
+        assert_eq!(report.truncated_at, Some(8), "{what}");
+        assert!(s.get(b"r", &read(1)).unwrap().is_none(), "{what}");
+        drop(s);
+        // Strict: refused, naming the file and the offset.
+        fs.write_file(log, &crafted_log(seq, kind)).unwrap();
+        let mut strict = StoreOptions::new(families());
+        strict.recovery = RecoveryMode::Strict;
+        match open_sim(&fs, strict) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!((file.as_path(), offset), (log, 8), "{what}")
+            }
+            other => panic!("{what}: strict must refuse: {:?}", other.map(|(_, r)| r)),
+        }
+    }
+}
