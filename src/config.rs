@@ -74,7 +74,8 @@ pub struct Config {
     pub durability: DurabilityArg,
 
     /// Longest time between fsyncs in `interval` durability mode, milliseconds.
-    #[arg(long, env = "KURA_SYNC_INTERVAL_MS", default_value_t = 100)]
+    #[arg(long, env = "KURA_SYNC_INTERVAL_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub sync_interval_ms: u64,
 
     /// In `sync` durability, fsync each region's log on a thread of its own, so that the
@@ -104,13 +105,15 @@ pub struct Config {
     pub log_prealloc_kb: u64,
 
     /// Memtable budget per region, MiB; a region flushes to a segment past it.
-    #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64)]
+    #[arg(long, env = "KURA_MEMTABLE_MB", default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub memtable_mb: usize,
 
     /// Pace each region's background flushes and compactions to this many MiB/s, so that they
     /// do not queue the log's fsyncs behind tens of megabytes (0 = unpaced). A flush stops
     /// pacing once the next memtable is half full.
-    #[arg(long, env = "KURA_BACKGROUND_WRITE_MB", default_value_t = 32)]
+    #[arg(long, env = "KURA_BACKGROUND_WRITE_MB", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
     pub background_write_mb: u64,
 
     /// How long a region remembers an `Idempotency-Key` (increment, append, check-and-mutate):
@@ -120,7 +123,8 @@ pub struct Config {
     pub idempotency_window_secs: u64,
 
     /// Split a region once its data exceeds this many MiB (0 = never split automatically).
-    #[arg(long, env = "KURA_SPLIT_THRESHOLD_MB", default_value_t = 1024)]
+    #[arg(long, env = "KURA_SPLIT_THRESHOLD_MB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(0..=1 << 30))]
     pub split_threshold_mb: u64,
 
     /// What to do with a damaged log at start.
@@ -162,16 +166,19 @@ pub struct Config {
     pub max_scanners: usize,
 
     /// Seconds after which an unused scanner is closed.
-    #[arg(long, env = "KURA_SCANNER_IDLE_SECS", default_value_t = 60)]
+    #[arg(long, env = "KURA_SCANNER_IDLE_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub scanner_idle_secs: u64,
 
     /// Seconds a client has to send the request head (slowloris protection).
-    #[arg(long, env = "KURA_HEADER_TIMEOUT_SECS", default_value_t = 5)]
+    #[arg(long, env = "KURA_HEADER_TIMEOUT_SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub header_timeout_secs: u64,
 
     /// Seconds a client may pause while sending a request body before the request is answered
     /// 408 (slow-body protection, as nginx's `client_body_timeout`).
-    #[arg(long, env = "KURA_BODY_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(long, env = "KURA_BODY_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub body_timeout_secs: u64,
 
     /// Region mailbox capacity; a full mailbox answers 503.
@@ -309,6 +316,28 @@ mod tests {
         assert!(c.validate().is_ok());
         assert_eq!(c.limits().max_row_key, 4096);
         assert_eq!(c.header_timeout_secs, 5);
+    }
+
+    #[test]
+    fn values_that_would_break_the_server_are_refused_at_start() {
+        for bad in [
+            ["--scanner-idle-secs", "0"],
+            ["--header-timeout-secs", "18446744073709551615"],
+            ["--body-timeout-secs", "0"],
+            ["--memtable-mb", "0"],
+            ["--memtable-mb", "17592186044416"],
+            ["--split-threshold-mb", "17592186044416"],
+            ["--background-write-mb", "17592186044416"],
+            ["--sync-interval-ms", "0"],
+        ] {
+            let r = Config::try_parse_from(std::iter::once("kura").chain(bad));
+            assert!(r.is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(parse(&["--split-threshold-mb", "0"]).split_threshold_mb, 0);
+        assert_eq!(
+            parse(&["--background-write-mb", "0"]).background_write_mb,
+            0
+        );
     }
 
     #[test]

@@ -26,8 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 
-/// Longest pause in the body of a refused request before its connection is closed instead.
-const UNAUTHORIZED_DRAIN_IDLE_SECS: u64 = 2;
+/// Longest time spent reading the body of a refused request; past it the connection is closed
+/// instead (a client that stalls, or trickles its body in, holds nothing longer).
+const UNAUTHORIZED_DRAIN_SECS: u64 = 2;
 /// Most body bytes read (and dropped) from a refused request to keep its connection usable.
 const UNAUTHORIZED_DRAIN_LIMIT: usize = 64 << 10;
 
@@ -82,10 +83,16 @@ pub async fn require_bearer(
         let (http_req, mut payload) = req.into_parts();
         let mut drained = 0usize;
         let mut whole = true;
-        // An unauthenticated client that stalls mid-body is not waited for.
-        let idle = Duration::from_secs(UNAUTHORIZED_DRAIN_IDLE_SECS);
+        // An unauthenticated client that stalls mid-body is not waited for, nor one that
+        // trickles it in: the whole drain has one deadline.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(UNAUTHORIZED_DRAIN_SECS);
         loop {
-            match crate::rest::media::next_chunk(&mut payload, idle).await {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                whole = false;
+                break;
+            }
+            match crate::rest::media::next_chunk(&mut payload, left).await {
                 Ok(None) => break,
                 Ok(Some(Ok(bytes))) if drained + bytes.len() <= UNAUTHORIZED_DRAIN_LIMIT => {
                     drained += bytes.len();

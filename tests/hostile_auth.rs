@@ -142,3 +142,49 @@ fn an_unreadable_token_file_is_refused_at_start() {
     let status = status.expect("kura started without its token file");
     assert!(!status.success(), "exit status {status}; {stderr}");
 }
+
+/// An unauthenticated client that trickles its body in (a byte now and then, never pausing
+/// long enough for an idle timeout) gets its 401 within the drain's one deadline, instead of
+/// holding the connection for as long as it keeps trickling.
+#[test]
+fn a_refused_request_trickling_its_body_is_answered_without_waiting_for_it() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).expect("write token file");
+    let data = dir.path().join("data");
+    let token_arg = token_file.to_string_lossy().into_owned();
+    let server = Server::start(&data, &["--token-file", &token_arg]);
+    let mut sock = std::net::TcpStream::connect(server.addr).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    sock.write_all(b"POST /t/row HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n")
+        .expect("head");
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    // Trickling the 60 bytes would take 30 s; the answer must come long before.
+    for _ in 0..60 {
+        if sock.write_all(b"x").is_err() {
+            break;
+        }
+        let give_up = Instant::now() + Duration::from_millis(500);
+        let mut buf = [0u8; 1024];
+        while Instant::now() < give_up {
+            match sock.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+        }
+        if !answer.is_empty() {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 401"), "answer: {text:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "answered only after {:?}",
+        started.elapsed()
+    );
+}
