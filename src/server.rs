@@ -44,9 +44,12 @@ impl AuthToken {
         let Some(value) = authorization else {
             return false;
         };
-        let Some(presented) = value.strip_prefix(b"Bearer ") else {
+        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer` and `BEARER` as well.
+        let scheme = b"bearer ";
+        if value.len() < scheme.len() || !value[..scheme.len()].eq_ignore_ascii_case(scheme) {
             return false;
-        };
+        }
+        let presented = &value[scheme.len()..];
         // `ct_eq` on slices of unequal length returns false without comparing contents; the
         // length of the token is not a secret worth hiding.
         bool::from(presented.trim_ascii().ct_eq(expected.as_bytes()))
@@ -223,5 +226,15 @@ mod tests {
         assert!(!t.admits(Some(b"Basic abc")));
         assert!(!t.admits(None));
         assert!(AuthToken(None).admits(None));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_but_the_token_is_not() {
+        let t = AuthToken(Some("abc".into()));
+        assert!(t.admits(Some(b"bearer abc")));
+        assert!(t.admits(Some(b"BEARER abc")));
+        assert!(!t.admits(Some(b"bearer ABC")));
+        assert!(!t.admits(Some(b"bearer")));
+        assert!(!t.admits(Some(b"bearerabc")));
     }
 }

@@ -96,3 +96,37 @@ async fn unknown_console_files_are_404() {
     let (status, _, _) = get!(app, "/ui/nope.js");
     assert_eq!(status, 404);
 }
+
+#[actix_web::test]
+async fn operations_paths_answer_head_and_refuse_other_methods_with_405() {
+    use actix_web::http::Method;
+    let (kura, _dir) = ops_support::start_kura().await;
+    let app = ops_app!(kura);
+    for path in ["/healthz", "/metrics", "/ui/"] {
+        let head = call_service(
+            &app,
+            TestRequest::default()
+                .method(Method::HEAD)
+                .uri(path)
+                .to_request(),
+        )
+        .await;
+        assert_eq!(head.status().as_u16(), 200, "HEAD {path}");
+        for method in [Method::POST, Method::PUT, Method::DELETE] {
+            let res = call_service(
+                &app,
+                TestRequest::default()
+                    .method(method.clone())
+                    .uri(path)
+                    .to_request(),
+            )
+            .await;
+            assert_eq!(res.status().as_u16(), 405, "{method} {path}");
+            assert_eq!(
+                res.headers().get("allow").and_then(|v| v.to_str().ok()),
+                Some("GET, HEAD"),
+                "{method} {path}"
+            );
+        }
+    }
+}

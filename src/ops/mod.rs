@@ -46,10 +46,30 @@ pub async fn healthz() -> HttpResponse {
         .body("ok")
 }
 
+/// A route for `GET` and `HEAD` (load balancers probe with either).
+pub(crate) fn get_or_head() -> actix_web::Route {
+    use actix_web::guard;
+    web::route().guard(guard::Any(guard::Get()).or(guard::Head()))
+}
+
+/// 405 with `Allow: GET, HEAD`: another method on a read-only operations path (which must not
+/// fall through to the REST API's `/{table}` routes).
+pub(crate) async fn get_only() -> Result<HttpResponse, crate::error::ApiError> {
+    Err(crate::error::ApiError::MethodNotAllowed("GET, HEAD"))
+}
+
 /// Registers this module's routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(healthz))
-        .route("/metrics", web::get().to(metrics::metrics));
+    cfg.service(
+        web::resource("/healthz")
+            .route(get_or_head().to(healthz))
+            .default_service(web::to(get_only)),
+    )
+    .service(
+        web::resource("/metrics")
+            .route(get_or_head().to(metrics::metrics))
+            .default_service(web::to(get_only)),
+    );
     admin::configure(cfg);
     console::configure(cfg);
 }
