@@ -170,8 +170,36 @@ fn parse_u32(v: &str, what: &str) -> ApiResult<u32> {
         .map_err(|_| ApiError::bad(format!("{what}={v:?} is not a whole number")))
 }
 
+/// Attribute names are written back as XML attribute names (`GET /t/schema` in XML): letters,
+/// digits, `_`, `-`, `.` and `:` (XML namespaces), starting with a letter or `_` (HBase's own
+/// are all such).
+fn check_attr_name(name: &str) -> ApiResult<()> {
+    let mut chars = name.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+        && name.len() <= 255;
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad(format!(
+            "invalid schema attribute name {name:?}: use letters, digits, '_', '-', '.' and ':', \
+             starting with a letter or '_'"
+        )))
+    }
+}
+
 /// Builds a descriptor from a schema body (salt and regions from the attributes).
 pub fn descriptor_from(table: &str, schema: SchemaIn) -> ApiResult<TableDescriptor> {
+    for name in schema
+        .attrs
+        .keys()
+        .chain(schema.families.iter().flat_map(|(_, a)| a.keys()))
+        .filter(|k| k.as_str() != "name")
+    {
+        check_attr_name(name)?;
+    }
     let mut attrs = schema.attrs;
     attrs.remove("IS_META");
     let mut salt = SaltConfig::default();
@@ -554,6 +582,11 @@ mod tests {
             br#"{"ColumnSchema":[{"name":["a","b"]}]}"#,
             br#"{"ColumnSchema":[{"name":"a","TTL":{}}]}"#,
             br#"[1]"#,
+            // Attribute names that could not be written back as XML attribute names.
+            br#"{"ColumnSchema":[{"name":"cf","x y":"1"}]}"#,
+            br#"{"ColumnSchema":[{"name":"cf","k<>":"1"}]}"#,
+            br#"{"a"b":"1","ColumnSchema":[{"name":"cf"}]}"#,
+            br#"{"ColumnSchema":[{"name":"cf","1x":"1"}]}"#,
         ] {
             let r = parse_json(body).and_then(|s| descriptor_from("t", s));
             assert!(matches!(r, Err(ApiError::BadRequest(_))), "{body:?}");
