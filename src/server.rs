@@ -115,6 +115,58 @@ pub async fn require_bearer(
     Ok(next.call(req).await?.map_into_boxed_body())
 }
 
+/// Whether an unsafe request (`POST`, `PUT`, `DELETE`, ...) comes from a web page of another
+/// origin: its `Origin` header names a host and port other than the `Host` it was sent to.
+/// Requests without `Origin` (every HTTP client library, curl, the HBase clients) pass, as do
+/// `GET`/`HEAD`/`OPTIONS` (no side effects).
+fn is_cross_origin_write(req: &ServiceRequest) -> bool {
+    use actix_web::http::{header, Method};
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return false;
+    }
+    let Some(origin) = req.headers().get(header::ORIGIN) else {
+        return false;
+    };
+    let host = req.headers().get(header::HOST).map(|h| h.as_bytes());
+    // `Origin` is `scheme://host[:port]` (or `null`); compare its authority with `Host`.
+    let authority = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, rest)| rest.as_bytes());
+    match (authority, host) {
+        (Some(a), Some(h)) => !a.eq_ignore_ascii_case(h),
+        _ => true,
+    }
+}
+
+/// Middleware: 403 for a write sent by a web page of another origin (cross-site request
+/// forgery: a page the user visits posting to the Kura on their loopback address, which has no
+/// token by default). The console's own requests are same-origin.
+pub async fn refuse_cross_origin(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    if is_cross_origin_write(&req) {
+        let origin = req
+            .headers()
+            .get(actix_web::http::header::ORIGIN)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("?")
+            .to_string();
+        let resp = ApiError::Forbidden(format!(
+            "cross-origin write refused: the request's Origin {origin:?} is not this server; \
+             Kura accepts writes from its own pages and from clients that send no Origin"
+        ))
+        .error_response();
+        let (http_req, _) = req.into_parts();
+        let mut resp = resp;
+        resp.head_mut().set_connection_type(ConnectionType::Close);
+        return Ok(ServiceResponse::new(http_req, resp));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
 /// Middleware: turns a panic inside the handler into a 500 answer.
 ///
 /// It must not keep a clone of the `HttpRequest` while the inner service runs: actix's router
@@ -197,6 +249,7 @@ pub fn build_server(
                 provide_state(Rc::clone(&worker), req, next)
             }))
             .wrap(actix_web::middleware::Compress::default())
+            .wrap(from_fn(refuse_cross_origin))
             .wrap(from_fn(require_bearer))
             .wrap(from_fn(catch_panic))
             // Outermost, so that 401s and panics are counted too.
