@@ -179,3 +179,29 @@ fn body_labelled_gzip_that_is_not_gzip_is_400_and_writes_nothing() {
     let mut http = server.client();
     assert_eq!(get(&mut http, "/gz/plain", "application/json").status, 404);
 }
+
+#[test]
+fn body_in_an_unknown_content_encoding_is_415_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path(), &[]);
+    let mut http = server.client();
+    create_table(&mut http, "gz", &["cf"]);
+    let body = serde_json::json!({"Row": [{"key": b64(b"plain"), "Cell": [
+        {"column": b64(b"cf:a"), "$": b64(b"v")},
+    ]}]})
+    .to_string();
+    let r = http
+        .request(
+            "PUT",
+            "/gz/plain",
+            &[
+                ("Content-Type", "application/json"),
+                ("Content-Encoding", "bogus"),
+            ],
+            body.as_bytes(),
+        )
+        .expect("PUT");
+    assert_eq!(r.status, 415, "{}", r.text());
+    let mut http = server.client();
+    assert_eq!(get(&mut http, "/gz/plain", "application/json").status, 404);
+}

@@ -207,6 +207,23 @@ pub async fn read_body(
     if declared.is_some_and(|n| n > limits.max_body as u64) {
         return Err(too_large());
     }
+    // A coding we cannot undo is refused (RFC 9110 §8.4.1), not read as if it were plain.
+    if let Some(coding) = req.headers().get(header::CONTENT_ENCODING) {
+        let known = coding.to_str().is_ok_and(|c| {
+            c.split(',').all(|c| {
+                matches!(
+                    c.trim().to_ascii_lowercase().as_str(),
+                    "identity" | "gzip" | "deflate" | "br" | "zstd"
+                )
+            })
+        });
+        if !known {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Encoding {coding:?} is not supported: send gzip, deflate, br, zstd or \
+                 an uncompressed body"
+            )));
+        }
+    }
     // `Content-Encoding: gzip` (HBase's GzipFilter) is inflated here; the limit applies to the
     // inflated bytes, so a compression bomb stops at `max_body`.
     let mut payload = actix_web::dev::Decompress::from_headers(payload.into_inner(), req.headers());
