@@ -153,7 +153,14 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
     let (served, closed) = tokio::select! {
         served = &mut served => (served, kura.shutdown().await),
         () = wait_for_signal() => {
-            tracing::info!("shutdown requested");
+            tracing::info!("shutdown requested (a second SIGINT or SIGTERM exits at once)");
+            // A shutdown that hangs (a disk that stopped answering) can still be cut short
+            // without SIGKILL; what was acknowledged in `sync` durability is in the logs.
+            actix_rt::spawn(async {
+                wait_for_signal().await;
+                tracing::warn!("second signal: exiting without finishing the shutdown; the next start replays the logs");
+                std::process::exit(130);
+            });
             if tpc {
                 // The regions live on the workers: close them while the workers still run.
                 // Requests that reach a closed region answer 503; every acknowledged write was
