@@ -240,7 +240,12 @@ impl Layout {
         }
         let mut next = self.catalog.clone();
         let count = desc.initial_regions.unwrap_or(self.default_regions);
-        let regions: Vec<RegionMeta> = even_layout(desc.salt.buckets, count)
+        let layout = even_layout(desc.salt.buckets, count);
+        // The count the table really started with is recorded, so that it does not change
+        // with a later `--default-regions` or `--workers` (splits are counted from it).
+        let mut desc = desc;
+        desc.initial_regions = Some(layout.len() as u32);
+        let regions: Vec<RegionMeta> = layout
             .into_iter()
             .map(|(bucket_start, bucket_end)| RegionMeta {
                 id: next.allocate_region_id(),

@@ -220,3 +220,25 @@ async fn a_second_server_on_the_same_data_dir_is_refused_until_the_first_shuts_d
         .is_some());
     second.shutdown().await.expect("shutdown");
 }
+
+#[actix_rt::test]
+async fn a_table_remembers_the_region_count_it_started_with_across_a_changed_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(dir.path());
+    cfg.default_regions = 2;
+    {
+        let kura = Kura::start(cfg.clone()).await.expect("start");
+        kura.create_table(table("t", 16, 1)).await.expect("create");
+        let mut desc = table("u", 16, 1);
+        desc.initial_regions = None; // the server's default decides
+        kura.create_table(desc).await.expect("create");
+        assert_eq!(kura.table("u").expect("u").initial_regions, Some(2));
+        kura.shutdown().await.expect("shutdown");
+    }
+    cfg.default_regions = 4;
+    let kura = Kura::start(cfg).await.expect("restart");
+    let u = kura.table("u").expect("u");
+    assert_eq!(u.initial_regions, Some(2), "not today's default");
+    assert_eq!(kura.regions("u").await.expect("regions").len(), 2);
+    kura.shutdown().await.expect("shutdown");
+}
