@@ -442,3 +442,24 @@ async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_inte
         );
     }
 }
+
+#[actix_web::test]
+async fn a_wrong_method_on_an_admin_endpoint_is_a_json_405_naming_the_right_one() {
+    let (kura, _dir) = ops_support::start_kura().await;
+    let app = ops_app!(kura);
+    for (uri, allow) in [
+        ("/admin/tables", "GET"),
+        ("/admin/tables/t/flush", "POST"),
+        ("/admin/tables/t/regions/1/split", "POST"),
+    ] {
+        let res = call_service(&app, TestRequest::delete().uri(uri).to_request()).await;
+        assert_eq!(res.status().as_u16(), 405, "{uri}");
+        assert_eq!(
+            res.headers().get("allow").and_then(|v| v.to_str().ok()),
+            Some(allow),
+            "{uri}"
+        );
+        let body: Value = serde_json::from_slice(&read_body(res).await).expect("JSON");
+        assert_eq!(body["error"]["code"], "method_not_allowed", "{uri}");
+    }
+}

@@ -458,6 +458,24 @@ pub async fn not_found() -> HttpResponse {
     .error_response()
 }
 
+/// A resource taking only `method`: any other method is a JSON 405 with `Allow`.
+fn only(path: &str, method: &'static str, route: actix_web::Route) -> actix_web::Resource {
+    web::resource(path)
+        .route(route)
+        .default_service(web::to(move || async move {
+            let mut resp = AdminError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("this admin endpoint takes {method} only"),
+            )
+            .error_response();
+            if let Ok(v) = actix_web::http::header::HeaderValue::from_str(method) {
+                resp.headers_mut().insert(actix_web::http::header::ALLOW, v);
+            }
+            resp
+        }))
+}
+
 /// Registers the `/admin` scope.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // Bad query strings (e.g. `?major=` given twice with a non-string) answer the JSON shape too.
@@ -469,16 +487,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         web::scope("/admin")
             .app_data(query_cfg)
             .app_data(path_cfg)
-            .route("/tables", web::get().to(list_tables))
-            .route("/tables/{table}", web::get().to(get_table))
-            .route("/tables/{table}/regions", web::get().to(regions))
-            .route("/tables/{table}/heatmap", web::get().to(heatmap))
-            .route("/tables/{table}/flush", web::post().to(flush))
-            .route("/tables/{table}/compact", web::post().to(compact))
-            .route(
+            .service(only("/tables", "GET", web::get().to(list_tables)))
+            .service(only("/tables/{table}", "GET", web::get().to(get_table)))
+            .service(only(
+                "/tables/{table}/regions",
+                "GET",
+                web::get().to(regions),
+            ))
+            .service(only(
+                "/tables/{table}/heatmap",
+                "GET",
+                web::get().to(heatmap),
+            ))
+            .service(only("/tables/{table}/flush", "POST", web::post().to(flush)))
+            .service(only(
+                "/tables/{table}/compact",
+                "POST",
+                web::post().to(compact),
+            ))
+            .service(only(
                 "/tables/{table}/regions/{region}/split",
+                "POST",
                 web::post().to(split),
-            )
+            ))
             .default_service(web::to(not_found)),
     );
 }
