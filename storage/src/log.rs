@@ -165,6 +165,9 @@ pub(crate) struct LogWriter {
     prealloc: u64,
     pending: Vec<u8>,
     unsynced: bool,
+    /// Frames up to here belong to answered (acknowledged) batches; past it, to batches not yet
+    /// answered, which [`LogWriter::discard_unkept`] removes when the store is poisoned.
+    kept: u64,
 }
 
 impl LogWriter {
@@ -187,6 +190,7 @@ impl LogWriter {
             prealloc,
             pending: Vec::new(),
             unsynced: false,
+            kept: LOG_HEADER_LEN,
         };
         w.extend_to(LOG_HEADER_LEN + 1)?;
         w.file.sync().map_err(|e| Error::io(path, e))?;
@@ -213,6 +217,7 @@ impl LogWriter {
             prealloc,
             pending: Vec::new(),
             unsynced: false,
+            kept: len,
         })
     }
 
@@ -280,11 +285,34 @@ impl LogWriter {
         Ok(())
     }
 
-    /// fsync the file.
+    /// fsync the file. The frames written so far are then kept.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.file.sync().map_err(|e| Error::io(&self.path, e))?;
         self.unsynced = false;
+        self.kept = self.len;
         Ok(())
+    }
+
+    /// The frames written so far belong to batches answered without an fsync (`Interval` and
+    /// `None` durability): keep them whatever happens next.
+    pub(crate) fn keep_written(&mut self) {
+        self.kept = self.len;
+    }
+
+    /// Best effort, when the store is poisoned: zero the frames of batches that were not
+    /// answered (they will be answered with the failure), so that a recovery does not replay
+    /// what the client was told failed. Zeros from a frame boundary end a log (FORMAT.md §4.5).
+    /// If the disk refuses even this, recovery may still replay them.
+    pub(crate) fn discard_unkept(&mut self) {
+        let end = self.len + self.pending.len() as u64;
+        self.pending.clear();
+        if end > self.kept {
+            let zeros = vec![0u8; usize::try_from(end - self.kept).unwrap_or(0)];
+            if self.file.write_at(self.kept, &zeros).is_ok() {
+                let _ = self.file.sync();
+            }
+        }
+        self.len = self.kept;
     }
 
     /// A handle that fsyncs this file from another thread; see [`LogWriter::synced_up_to`].
@@ -300,6 +328,7 @@ impl LogWriter {
         if self.pending.is_empty() && self.len == len {
             self.unsynced = false;
         }
+        self.kept = self.kept.max(len.min(self.len));
     }
 
     pub(crate) fn path(&self) -> &Path {

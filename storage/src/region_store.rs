@@ -1183,6 +1183,9 @@ impl RegionStore {
         if self.poisoned.is_none() {
             tracing::error!(dir = %self.dir.display(), error = %e, "region store poisoned");
             self.poisoned = Some(e.to_string());
+            // What was not answered yet will be answered with this failure: it must not come
+            // back at the next recovery (RELIABILITY.md: a failure reply means not applied).
+            self.log.discard_unkept();
         }
     }
 
@@ -1800,6 +1803,10 @@ impl RegionStore {
     /// covered must be answered with the error): the error is returned.
     pub fn finish_sync(&mut self, sync: LogSync, outcome: Result<Duration>) -> Result<()> {
         match outcome {
+            // Poisoned meanwhile: this batch's frames were discarded, so it failed after all.
+            Ok(_) if sync.log == self.log.number && self.poisoned.is_some() => {
+                Err(Error::Poisoned(self.poisoned.clone().unwrap_or_default()))
+            }
             Ok(took) => {
                 self.count_fsync(took);
                 self.stats.synced_writes += sync.writes;
@@ -1875,6 +1882,10 @@ impl RegionStore {
             Durability::None => false,
         };
         if !due || !self.log.has_unsynced() {
+            if self.durability != Durability::Sync {
+                // Answered now, without an fsync.
+                self.log.keep_written();
+            }
             return Ok(None);
         }
         if defer && self.durability == Durability::Sync {
