@@ -427,6 +427,21 @@ impl Kura {
             .ok_or_else(|| ActorError::TableNotFound(table.to_string()))
     }
 
+    /// A region that answered "closed" was closed under a request routed just before: by a
+    /// table drop (the table is gone now) or by the shutdown. Say that, not "unavailable".
+    fn explain_closed(&self, table: &str, e: ActorError) -> ActorError {
+        if !matches!(e, ActorError::RegionUnavailable { .. }) {
+            return e;
+        }
+        if self.inner.closing.load(Ordering::Relaxed) {
+            ActorError::ShuttingDown
+        } else if self.inner.routes.get(table).is_none() {
+            ActorError::TableNotFound(table.to_string())
+        } else {
+            e
+        }
+    }
+
     /// The region owning `bucket` (borrowed: cloning an actix `Addr` allocates).
     fn owner(route: &TableRoute, bucket: u32) -> Result<&RegionRoute> {
         route.region_for(bucket).ok_or_else(|| {
@@ -461,7 +476,7 @@ impl Kura {
             }
             match region.handle.call(|reply| make(bucket, reply)).await {
                 Ok(v) => return Ok(v),
-                Err(Reject::Failed(e)) => return Err(e),
+                Err(Reject::Failed(e)) => return Err(self.explain_closed(table, e)),
                 Err(Reject::NotOwner) => reroute.wait(table).await?,
             }
         }
@@ -622,7 +637,7 @@ impl Kura {
                 }
             }
             if let Some(e) = first_err {
-                return Err(e);
+                return Err(self.explain_closed(table, e));
             }
             if !todo.is_empty() {
                 todo.sort_by_key(|(i, _)| *i);
