@@ -99,6 +99,17 @@ async fn namespaces_list_default_and_hbase() {
         403
     );
     assert_eq!(c.delete("/namespaces/other").await.status, 404);
+    for path in [
+        "/namespaces",
+        "/namespaces/default",
+        "/namespaces/default/tables",
+    ] {
+        assert_eq!(
+            c.req(Method::HEAD, path, &[], "").await.status,
+            200,
+            "HEAD {path}"
+        );
+    }
 }
 
 #[actix_web::test]

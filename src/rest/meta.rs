@@ -226,8 +226,8 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
     let method = req.method();
     match parts.as_slice() {
         [] => {
-            if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed("GET"));
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed("GET, HEAD"));
             }
             let repr = negotiate(req, ALL, Repr::Text)?;
             let body = match repr {
@@ -249,7 +249,7 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
         [ns] => {
             let exists = NAMESPACES.contains(ns);
             match *method {
-                Method::GET if exists => {
+                Method::GET | Method::HEAD if exists => {
                     let repr = negotiate(req, ALL, Repr::Text)?;
                     let body = match repr {
                         Repr::Json => "{\"properties\":{}}".to_string(),
@@ -262,7 +262,7 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
                     };
                     Ok(respond(repr, body))
                 }
-                Method::GET => Err(ApiError::NotFound),
+                Method::GET | Method::HEAD => Err(ApiError::NotFound),
                 Method::POST if exists => Err(ApiError::Forbidden(format!(
                     "namespace {ns} already exists"
                 ))),
@@ -272,12 +272,12 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
                      altered or dropped"
                         .into(),
                 )),
-                _ => Err(ApiError::MethodNotAllowed("GET, POST, PUT, DELETE")),
+                _ => Err(ApiError::MethodNotAllowed("GET, HEAD, POST, PUT, DELETE")),
             }
         }
         [ns, "tables"] => {
-            if method != Method::GET {
-                return Err(ApiError::MethodNotAllowed("GET"));
+            if method != Method::GET && method != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed("GET, HEAD"));
             }
             if !NAMESPACES.contains(ns) {
                 return Err(ApiError::NotFound);
