@@ -46,7 +46,9 @@
 //!    blocking thread); requests never pass through it.
 //! 4. Mailboxes are bounded by an in-flight gate per region in the handle: past
 //!    `mailbox_capacity` requests a caller gets `Overloaded` at once rather than queueing
-//!    without bound. actix's own mailbox capacity is set explicitly above that bound.
+//!    without bound. A request holds its slot until the region answers or drops it (the slot
+//!    travels in its `Reply`), even if its caller stopped waiting. actix's own mailbox capacity
+//!    is set explicitly above that bound.
 //! 5. Background work stays off the region's thread where it can: compactions run on tokio's
 //!    blocking pool (`compaction_task` is `Send`) and are installed back on the actor; a region
 //!    starts a minor compaction by itself once it holds 6 segments, and a major one right
