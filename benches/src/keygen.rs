@@ -8,6 +8,9 @@
 //! 1. Every chooser returns a key number in `0..limit`, where `limit` is the number of keys
 //!    known to exist (records loaded plus inserts acknowledged); never a key not yet written.
 //! 2. Zipfian: item 0 (before scrambling) is the most popular; its probability is `1/zeta(n)`.
+//!    The scrambled chooser draws its ranks, as YCSB's `ScrambledZipfianGenerator` does, from a
+//!    fixed generator of 10^10 items (`zeta` = 26.469...) and maps them onto the key space with
+//!    FNV: the hottest key gets ~1/26.47 (3.8%) of the draws whatever the key count.
 //! 3. Latest: the newest key (`limit - 1`) is the most popular, popularity falling with age.
 
 use rand::Rng;
@@ -15,6 +18,12 @@ use serde::{Deserialize, Serialize};
 
 /// YCSB's default zipfian constant.
 pub const ZIPFIAN_CONSTANT: f64 = 0.99;
+
+/// `ScrambledZipfianGenerator.ITEM_COUNT`: the size of the generator its ranks come from.
+pub const YCSB_SCRAMBLED_ITEMS: u64 = 10_000_000_000;
+
+/// `ScrambledZipfianGenerator.ZETAN`: `zeta(10^10, 0.99)`.
+pub const YCSB_SCRAMBLED_ZETAN: f64 = 26.469_028_201_783_02;
 
 /// YCSB's 64-bit FNV hash (`Utils.fnvhash64`), used both to scramble zipfian ranks and to
 /// turn key numbers into `user<hash>` keys (`insertorder=hashed`).
@@ -74,6 +83,22 @@ impl Zipfian {
     fn compute_eta(&self) -> f64 {
         (1.0 - (2.0 / self.items as f64).powf(1.0 - self.theta))
             / (1.0 - self.zeta2theta / self.zetan)
+    }
+
+    /// YCSB's `ScrambledZipfianGenerator` base: 10^10 items with `zeta` precomputed (summing
+    /// it would take minutes), whose ranks are then hashed onto the real key space.
+    pub fn ycsb_scrambled_base() -> Zipfian {
+        let theta = ZIPFIAN_CONSTANT;
+        let mut z = Zipfian {
+            theta,
+            alpha: 1.0 / (1.0 - theta),
+            zeta2theta: zeta(0, 2, theta, 0.0),
+            items: YCSB_SCRAMBLED_ITEMS,
+            zetan: YCSB_SCRAMBLED_ZETAN,
+            eta: 0.0,
+        };
+        z.eta = z.compute_eta();
+        z
     }
 
     /// The item count the generator currently draws from.
@@ -137,8 +162,8 @@ pub enum Distribution {
 #[derive(Debug, Clone)]
 pub struct KeyChooser {
     dist: Distribution,
-    /// For zipfian: fixed over the expected final key count (YCSB sizes it with
-    /// `recordcount + 2 * expected inserts`), ranks scrambled with FNV.
+    /// For zipfian: YCSB's fixed 10^10-item generator, ranks scrambled with FNV onto the
+    /// expected final key count (YCSB sizes it with `recordcount + 2 * expected inserts`).
     zipf: Zipfian,
     expected: u64,
 }
@@ -148,7 +173,7 @@ impl KeyChooser {
     pub fn new(dist: Distribution, expected_keys: u64) -> KeyChooser {
         let expected = expected_keys.max(1);
         let zipf = match dist {
-            Distribution::Zipfian => Zipfian::new(expected),
+            Distribution::Zipfian => Zipfian::ycsb_scrambled_base(),
             // `latest` grows its generator with the key count; start small.
             Distribution::Latest | Distribution::Uniform => Zipfian::new(1),
         };
@@ -237,8 +262,17 @@ mod tests {
         let c = counts(|| kc.next(&mut rng, 10_000), 10_000, 100_000);
         let mut ranked: Vec<(u64, usize)> = c.iter().copied().zip(0..).collect();
         ranked.sort_unstable_by(|a, b| b.cmp(a));
-        // Skewed: the hottest key is far above the uniform share (10 per key) ...
-        assert!(ranked[0].0 > 500, "hottest count {}", ranked[0].0);
+        // Skewed as YCSB's scrambled zipfian is: the hottest key takes ~1/26.47 of the draws
+        // (3,778 of 100,000; a generator sized to the 10,000 keys gave it ~9.7%) ...
+        let hottest = ranked[0].0 as f64 / 100_000.0;
+        assert!(
+            (0.032..0.044).contains(&hottest),
+            "hottest share {hottest}"
+        );
+        // ... nearly every key is drawn at least once (n ranks onto n keys left a quarter
+        // unreachable) ...
+        let drawn = c.iter().filter(|n| **n > 0).count();
+        assert!(drawn > 9_000, "{drawn} of 10,000 keys drawn");
         // ... and the 10 hottest keys are not bunched at the start of the keyspace.
         let max_idx = ranked[..10].iter().map(|r| r.1).max().unwrap_or(0);
         assert!(max_idx > 1000, "hot keys all below {max_idx}");
