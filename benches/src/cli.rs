@@ -355,6 +355,14 @@ async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
 }
 
 async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
+    if args.workload.is_application() && args.sweep_regions.len() > 1 {
+        return Err(LoadError::Args(format!(
+            "the region sweep needs a workload whose table kura-load creates (PE or YCSB): \
+             the {} application's table is created by the server with its own layout \
+             (give one --sweep-regions value to sweep only the arbiters)",
+            args.workload.as_str()
+        )));
+    }
     let arbiter_sets: Vec<Option<usize>> = if args.spawn_server.is_some() {
         args.sweep_arbiters
             .iter()
@@ -383,7 +391,7 @@ async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
             let (tput, p50, p99, errs) = run
                 .map(|p| {
                     (
-                        p.summary.throughput,
+                        p.summary.ok_throughput,
                         p.summary.latency.p50_us,
                         p.summary.latency.p99_us,
                         p.summary.errors,

@@ -265,10 +265,7 @@ mod tests {
         // Skewed as YCSB's scrambled zipfian is: the hottest key takes ~1/26.47 of the draws
         // (3,778 of 100,000; a generator sized to the 10,000 keys gave it ~9.7%) ...
         let hottest = ranked[0].0 as f64 / 100_000.0;
-        assert!(
-            (0.032..0.044).contains(&hottest),
-            "hottest share {hottest}"
-        );
+        assert!((0.032..0.044).contains(&hottest), "hottest share {hottest}");
         // ... nearly every key is drawn at least once (n ranks onto n keys left a quarter
         // unreachable) ...
         let drawn = c.iter().filter(|n| **n > 0).count();

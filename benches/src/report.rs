@@ -88,7 +88,9 @@ impl Ratio {
         let p = &phase.summary;
         Ratio {
             phase: phase.name.clone(),
-            throughput: div(p.throughput, mean(&|b| b.summary.throughput)),
+            // Successful operations only: fast errors (a 503 under overload, a 404) must not
+            // raise a figure.
+            throughput: div(p.ok_throughput, mean(&|b| b.summary.ok_throughput)),
             p50: div(
                 p.latency.p50_us as f64,
                 mean(&|b| b.summary.latency.p50_us as f64),
@@ -187,7 +189,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "| phase | mode | conns | ops | ops/s | x healthz | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
+        "| phase | mode | conns | ops | ok ops/s | x healthz | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let all = r.baseline.iter().chain(&r.phases).chain(&r.baseline_after);
@@ -212,7 +214,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
             mode_str(&p.mode),
             p.connections,
             m.ops,
-            m.throughput,
+            m.ok_throughput,
             ratio,
             m.rows_per_s,
             ms(m.latency.p50_us),
@@ -550,6 +552,30 @@ mod tests {
             summary: rec.summary(Duration::from_secs(1)),
             server_fsyncs: None,
         }
+    }
+
+    #[test]
+    fn the_ratio_to_healthz_counts_successful_operations_only() {
+        let baseline = phase("baseline", 1, 200);
+        let mut rec = Recorder::new();
+        for i in 0..200u64 {
+            let outcome = if i % 2 == 0 {
+                Outcome::Ok
+            } else {
+                Outcome::Status(503)
+            };
+            let at = Duration::from_millis(i * 5);
+            rec.record("get", Duration::from_millis(1), at, outcome, 1);
+        }
+        let run = PhaseResult {
+            name: "run".into(),
+            mode: Mode::Closed,
+            connections: 4,
+            summary: rec.summary(Duration::from_secs(1)),
+            server_fsyncs: None,
+        };
+        let r = Ratio::of(&run, &[&baseline]);
+        assert!((r.throughput - 0.5).abs() < 1e-9, "{}", r.throughput);
     }
 
     fn params() -> Params {

@@ -247,7 +247,13 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
             }
         }
     }
-    let elapsed = start.elapsed();
+    let mut elapsed = start.elapsed();
+    if let (Mode::Closed, Some(d)) = (cfg.mode, cfg.duration) {
+        // A closed loop sends nothing after its deadline; the requests still in flight then
+        // (at most one per connection) may take up to the timeout, which must not stretch the
+        // time the throughput is divided by.
+        elapsed = elapsed.min(d);
+    }
     ticker.abort();
     pb.finish_and_clear();
     let server_fsyncs = match (fsyncs_before, scrape_fsyncs(&cfg.addr, cfg.timeout).await) {

@@ -93,6 +93,18 @@ impl WorkloadName {
             .map(|v| v.get_name().to_string())
             .unwrap_or_default()
     }
+
+    /// One of the four applications, whose tables the server creates with its own layout
+    /// (`--regions` and the region sweep do not apply to them).
+    pub fn is_application(self) -> bool {
+        matches!(
+            self,
+            WorkloadName::Blog
+                | WorkloadName::Actions
+                | WorkloadName::Counter
+                | WorkloadName::Graph
+        )
+    }
 }
 
 /// Workload knobs from the command line.
