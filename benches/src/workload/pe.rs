@@ -171,7 +171,10 @@ impl Pe {
                     let _ = write!(path, "{sep}row={}", pe_key(*k));
                 }
                 let r = conn.get(&path).await;
-                count_rows("multiget", r, want as u64)
+                let expected: HashSet<String> = keys.iter().map(|k| pe_key(*k)).collect();
+                check_keys("multiget", r, |got| {
+                    got.len() == expected.len() && got.iter().all(|k| expected.contains(k))
+                })
             }
             W::Scan10 | W::Scan100 | W::Scan1000 => {
                 let (kind, n) = match self.name {
@@ -184,7 +187,15 @@ impl Pe {
                 let r = conn
                     .get(&format!("/{TABLE}/*?startrow={}&limit={n}", pe_key(start)))
                     .await;
-                count_rows(kind, r, expect)
+                // Every key from `start` on exists (the load wrote 0..rows): exactly the next
+                // `expect` keys, in order.
+                check_keys(kind, r, |got| {
+                    got.len() as u64 == expect
+                        && got
+                            .iter()
+                            .zip(start..)
+                            .all(|(k, i)| k.as_str() == pe_key(i))
+                })
             }
             W::Increment => {
                 let key = pe_key(w.rng.gen_range(0..self.rows));
@@ -227,6 +238,50 @@ impl Pe {
                 rows: 0,
             },
         }
+    }
+}
+
+/// Judge a multi-row answer: 200 whose row keys (decoded) satisfy `ok`.
+pub fn check_keys(
+    kind: &'static str,
+    r: Result<crate::client::Resp>,
+    ok: impl FnOnce(&[String]) -> bool,
+) -> Op {
+    let outcome = super::judge(&r, &[200]);
+    let resp = match (outcome, r) {
+        (Outcome::Ok, Ok(resp)) => resp,
+        (o, _) => {
+            return Op {
+                kind,
+                outcome: o,
+                rows: 0,
+            }
+        }
+    };
+    let keys: Option<Vec<String>> = cellset::row_keys(&resp.body).ok().and_then(|keys| {
+        keys.iter()
+            .map(|k| {
+                cellset::decode_key(k)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+            })
+            .collect()
+    });
+    match keys {
+        Some(keys) => Op {
+            kind,
+            outcome: if ok(&keys) {
+                Outcome::Ok
+            } else {
+                Outcome::Invalid
+            },
+            rows: keys.len() as u64,
+        },
+        None => Op {
+            kind,
+            outcome: Outcome::Invalid,
+            rows: 0,
+        },
     }
 }
 
