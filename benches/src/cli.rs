@@ -277,7 +277,14 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
     let baseline_after = match &baseline {
         Some(_) => {
             let cfg = args.phase("baseline-after", addr, Mode::Closed, seed);
-            Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
+            // Not fatal: a failure here must not hide the verdict of the run before it.
+            match runner::run_phase(&cfg, Arc::new(Workload::Health)).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("kura-load: the baseline after the run failed ({e}); ratios use the one before");
+                    None
+                }
+            }
         }
         None => None,
     };
@@ -348,8 +355,12 @@ async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
     let md = report::summary_markdown(&result);
     println!("{md}");
     if let Some(dir) = &args.out {
-        report::write_run(&result, dir)?;
-        eprintln!("wrote {}/result.json, summary.md, chart.svg", dir.display());
+        match report::write_run(&result, dir) {
+            Ok(()) => eprintln!("wrote {}/result.json, summary.md, chart.svg", dir.display()),
+            // A failed check stays the exit status (1) even if its report cannot be written.
+            Err(e) if !result.passed => eprintln!("kura-load: could not write the report: {e}"),
+            Err(e) => return Err(e),
+        }
     }
     Ok(result.passed)
 }
