@@ -221,11 +221,19 @@ impl ListApp {
             }
         }
         let oldest = walk.items.last().map(|x| x.1).unwrap_or(i64::MAX);
+        let times: std::collections::HashMap<_, _> = walk.items.iter().copied().collect();
         for (id, t) in known {
             let must_see = walk.complete || *t > oldest;
             if must_see && !seen.contains(id) {
                 errs.push(format!(
                     "user {user}: item {id} (time {t}) skipped by the page walk"
+                ));
+            }
+            // Ids are per-user sequences: another user's item (or a stale copy) with the same
+            // id shows up with another time.
+            if let Some(got) = times.get(id).filter(|got| *got != t) {
+                errs.push(format!(
+                    "user {user}: item {id} listed with time {got}, written with time {t}"
                 ));
             }
         }
