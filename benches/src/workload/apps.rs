@@ -639,8 +639,24 @@ impl Graph {
         Ok(out)
     }
 
-    /// Each node's adjacency must show exactly the relationship row's properties.
+    /// Each node's adjacency must show exactly the relationship row's properties, once the
+    /// server has settled: a PATCH or DELETE whose client timed out may still be running on the
+    /// server (it updates the relationship row, then the index rows), so a mismatch is read
+    /// again, up to 10 times 300 ms apart, before it counts. A correct server settles within
+    /// milliseconds; a wrong one stays wrong.
     pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+        let mut v = self.verify_once(conn).await?;
+        for _ in 0..10 {
+            if v.failures.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            v = self.verify_once(conn).await?;
+        }
+        Ok(v)
+    }
+
+    async fn verify_once(&self, conn: &mut Conn) -> Result<Verification> {
         let mut v = Verification {
             checked: true,
             ..Verification::default()
