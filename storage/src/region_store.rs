@@ -985,6 +985,31 @@ impl RegionStore {
         // Decoded chunks waiting to be applied stay under half the memtable budget (see
         // `log::replay`): replay keeps within the store's memory bound.
         let max_chunk = (options.memtable_budget / (2 * log::CHUNKS_IN_FLIGHT)).min(8 << 20);
+        if strict {
+            // Strict refuses damage without modifying anything, but replay may spill segments
+            // and rewrite the manifest before it reaches the damage: check every log first.
+            for &n in logs.iter().filter(|n| **n >= m.log_number) {
+                let path = log_path(dir, n);
+                let out = log::replay::<()>(
+                    &*fs,
+                    &path,
+                    true,
+                    replay_threads,
+                    max_chunk,
+                    &|_, _| Ok(()),
+                    &mut |_| Ok(()),
+                )?;
+                if let Some(d) = out.damage {
+                    if !d.tail || logs.last() != Some(&n) {
+                        return Err(Error::Corruption {
+                            file: path,
+                            offset: d.offset,
+                            reason: d.reason,
+                        });
+                    }
+                }
+            }
+        }
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
             if stopped {

@@ -719,3 +719,30 @@ fn a_checksummed_frame_with_an_impossible_record_is_damage_not_a_panic() {
         }
     }
 }
+
+#[test]
+fn strict_recovery_refuses_mid_log_damage_before_a_replay_spill_touches_the_manifest() {
+    let fx = fixture(0);
+    // A flipped bit in the last frame's payload but one: mid-log damage, found only after the
+    // replay (budget 200 bytes) has spilled the frames before it.
+    let mut bad = fx.log.clone();
+    let (start, _) = fx.frames[fx.frames.len() - 2];
+    bad[start + 10] ^= 0x10;
+    let fs = fx.fs_with_log(&bad);
+    let manifest = Path::new(DIR).join("MANIFEST");
+    let before = fs.read_file(&manifest).ok();
+    let mut o = opts();
+    o.memtable_budget = 200;
+    o.recovery = RecoveryMode::Strict;
+    let r = RegionStore::open_with_fs(Arc::new(fs.clone()), Path::new(DIR), o);
+    assert!(
+        matches!(r, Err(Error::Corruption { .. })),
+        "{:?}",
+        r.map(|(_, rep)| rep)
+    );
+    assert_eq!(
+        fs.read_file(&manifest).ok(),
+        before,
+        "the manifest was rewritten"
+    );
+}
