@@ -72,14 +72,6 @@ pub async fn redirect() -> HttpResponse {
 /// `/favicon.ico` is not ours to answer (it would be a table name): the page links
 /// `/ui/favicon.svg` explicitly.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/ui")
-            .route(super::get_or_head().to(redirect))
-            .default_service(web::to(super::get_only)),
-    )
-    .service(
-        web::resource("/ui/{file:.*}")
-            .route(super::get_or_head().to(asset))
-            .default_service(web::to(super::get_only)),
-    );
+    cfg.service(super::read_only("/ui", redirect))
+        .service(super::read_only("/ui/{file:.*}", asset));
 }

@@ -46,30 +46,29 @@ pub async fn healthz() -> HttpResponse {
         .body("ok")
 }
 
-/// A route for `GET` and `HEAD` (load balancers probe with either).
-pub(crate) fn get_or_head() -> actix_web::Route {
-    use actix_web::guard;
-    web::route().guard(guard::Any(guard::Get()).or(guard::Head()))
-}
-
 /// 405 with `Allow: GET, HEAD`: another method on a read-only operations path (which must not
 /// fall through to the REST API's `/{table}` routes).
-pub(crate) async fn get_only() -> Result<HttpResponse, crate::error::ApiError> {
+async fn get_only() -> Result<HttpResponse, crate::error::ApiError> {
     Err(crate::error::ApiError::MethodNotAllowed("GET, HEAD"))
+}
+
+/// A read-only operations path: `handler` for GET and HEAD (load balancers probe with either),
+/// 405 for the rest.
+pub(crate) fn read_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path)
+        .route(crate::apps::request::get_or_head().to(handler))
+        .default_service(web::to(get_only))
 }
 
 /// Registers this module's routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/healthz")
-            .route(get_or_head().to(healthz))
-            .default_service(web::to(get_only)),
-    )
-    .service(
-        web::resource("/metrics")
-            .route(get_or_head().to(metrics::metrics))
-            .default_service(web::to(get_only)),
-    );
+    cfg.service(read_only("/healthz", healthz))
+        .service(read_only("/metrics", metrics::metrics));
     admin::configure(cfg);
     console::configure(cfg);
 }

@@ -287,35 +287,5 @@ pub fn check_keys(
 
 /// Judge a multi-row answer: 200 with exactly `expect` rows.
 pub fn count_rows(kind: &'static str, r: Result<crate::client::Resp>, expect: u64) -> Op {
-    let outcome = super::judge(&r, &[200]);
-    let resp = match (outcome, r) {
-        (Outcome::Ok, Ok(resp)) => resp,
-        (o, _) => {
-            return Op {
-                kind,
-                outcome: o,
-                rows: 0,
-            }
-        }
-    };
-    match cellset::row_keys(&resp.body) {
-        Ok(keys) => {
-            let rows = keys.len() as u64;
-            let outcome = if rows == expect {
-                Outcome::Ok
-            } else {
-                Outcome::Invalid
-            };
-            Op {
-                kind,
-                outcome,
-                rows,
-            }
-        }
-        Err(_) => Op {
-            kind,
-            outcome: Outcome::Invalid,
-            rows: 0,
-        },
-    }
+    check_keys(kind, r, |keys| keys.len() as u64 == expect)
 }
