@@ -53,6 +53,7 @@ mod memtable;
 mod merge;
 pub mod model;
 pub mod region_store;
+mod replayed;
 mod resolve;
 mod segment;
 

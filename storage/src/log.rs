@@ -397,7 +397,18 @@ pub(crate) fn replay<T: Default + Send>(
     apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let map = fs.map(path).map_err(|e| Error::io(path, e))?;
-    let bytes = map.bytes();
+    replay_map(map.bytes(), classify, threads, max_chunk, fold, apply)
+}
+
+/// [`replay`] of a log the caller mapped (and may keep mapped: replay reads it, nothing more).
+pub(crate) fn replay_map<T: Default + Send>(
+    bytes: &[u8],
+    classify: bool,
+    threads: usize,
+    max_chunk: usize,
+    fold: &Fold<T>,
+    apply: &mut dyn FnMut(T) -> Result<()>,
+) -> Result<ReplayOutcome> {
     let threads = if bytes.len() < PARALLEL_MIN {
         1
     } else {

@@ -52,9 +52,10 @@ use crate::idempotency::{self, IdempotencyCache, IdempotencyOptions, MAX_IDEMPOT
 use crate::key::{row_successor, Entry, Kind, MemKey};
 use crate::log::{self, LogCell, LogIdem, LogRecord, LogWriter};
 use crate::manifest::{self, FamilyRecord, Manifest, SegmentRecord};
-use crate::memtable::{InsertEntry, Memtable, MemtableBuilder};
+use crate::memtable::Memtable;
 use crate::merge::{EntrySource, MergeIter};
 use crate::model::*;
+use crate::replayed::{ReplayedBuilder, ReplayedChunk};
 use crate::resolve::{Retention, Rules, Verdict};
 use crate::segment::{Pace, Segment, SegmentInfo, SegmentWriter};
 use std::collections::{BTreeMap, BTreeSet};
@@ -327,7 +328,7 @@ fn apply_record(memtable: &mut Memtable, rec: LogRecord) -> Result<()> {
 /// thread, applied to the recovering store in log order.
 #[derive(Default)]
 struct Replayed {
-    entries: MemtableBuilder,
+    entries: ReplayedChunk,
     /// One past the highest seq seen.
     next_seq: u64,
     clock: i64,
@@ -335,28 +336,18 @@ struct Replayed {
     idem: Vec<(Vec<u8>, log::LogIdem)>,
 }
 
-fn fold_replayed(c: &mut Replayed, rec: log::LogRecordRef<'_>) -> Result<()> {
+/// Fold one record of log `log` (mapped at `base`) into a chunk's [`Replayed`].
+fn fold_replayed(
+    log: u16,
+    base: *const u8,
+    c: &mut Replayed,
+    rec: log::LogRecordRef<'_>,
+) -> Result<()> {
     c.next_seq = c.next_seq.max(rec.seq + rec.cells.len() as u64);
     c.clock = c.clock.max(rec.clock);
-    apply_record_ref(&mut c.entries, &rec)?;
+    c.entries.add(log, base, &rec)?;
     if let Some(i) = rec.idem {
         c.idem.push((rec.row.to_vec(), i));
-    }
-    Ok(())
-}
-
-/// [`apply_record`] for a record decoded in place during replay.
-fn apply_record_ref(memtable: &mut impl InsertEntry, rec: &log::LogRecordRef<'_>) -> Result<()> {
-    for (i, c) in rec.cells.iter().enumerate() {
-        let kind = Kind::from_u8(c.kind)
-            .ok_or_else(|| Error::Codec(format!("unknown entry kind {}", c.kind)))?;
-        if (kind == Kind::DeleteFamily) != c.qualifier.is_none() {
-            return Err(Error::Codec(
-                "qualifier presence does not match the entry kind".into(),
-            ));
-        }
-        let key = MemKey::new(rec.row, c.family, c.qualifier, c.ts, kind);
-        memtable.insert(key, rec.seq + i as u64, c.value.to_vec());
     }
     Ok(())
 }
@@ -966,8 +957,8 @@ impl RegionStore {
         }
         let mut clock = Clock::default();
         clock.observe(m.clock);
-        // Replayed entries are collected and sorted once (see `MemtableBuilder`).
-        let mut memtable = MemtableBuilder::default();
+        // Replayed entries point into the mapped logs, sorted once (see `ReplayedBuilder`).
+        let mut memtable = ReplayedBuilder::default();
         let mut report = RecoveryReport {
             segments: segments.len(),
             ..RecoveryReport::default()
@@ -1018,17 +1009,20 @@ impl RegionStore {
                 fs.remove(&path).map_err(|e| Error::io(&path, e))?;
                 continue;
             }
-            let mut out = log::replay(
-                &*fs,
-                &path,
+            let map = fs.map(&path).map_err(|e| Error::io(&path, e))?;
+            let (bytes, log_index) = (map.bytes(), memtable.add_log(map.clone())?);
+            // The fold runs on decoding threads: the map's address travels as an integer.
+            let base = bytes.as_ptr() as usize;
+            let mut out = log::replay_map(
+                bytes,
                 strict,
                 replay_threads,
                 max_chunk,
-                &fold_replayed,
+                &move |c: &mut Replayed, rec| fold_replayed(log_index, base as *const u8, c, rec),
                 &mut |c| {
                     next_seq = next_seq.max(c.next_seq);
                     clock.observe(c.clock);
-                    memtable.absorb(c.entries);
+                    memtable.absorb(c.entries)?;
                     for (row, i) in c.idem {
                         idem.insert(&row, &i.key, i.at_ms, idempotency::from_log(&i.outcome));
                     }
@@ -1038,7 +1032,7 @@ impl RegionStore {
                         // over the segment, which is harmless (identical entries, same seq).
                         let id = file_ids;
                         file_ids += 1;
-                        let full = std::mem::take(&mut memtable).build();
+                        let full = Memtable::replayed(memtable.build());
                         let seg =
                             write_segment(&*fs, dir, id, full.len() as u64, None, &mut |w| {
                                 let mut it = full.iter_all();
@@ -1092,7 +1086,7 @@ impl RegionStore {
             replayed.push(n);
         }
 
-        let memtable = memtable.build();
+        let memtable = Memtable::replayed(memtable.build());
         let next_file = AtomicU64::new(file_ids);
         // Preallocation serves fsyncs: in `None` durability the log is never fsynced, and the
         // zeros would only double what it writes.
