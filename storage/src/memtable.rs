@@ -227,6 +227,30 @@ mod tests {
         out
     }
 
+    /// Row, qualifier, timestamp, seq.
+    type WalkedKey = (Vec<u8>, Option<Vec<u8>>, i64, u64);
+
+    /// The keys a reader sees walking from each row, jumping past the rest of a column at
+    /// every `skip_every`-th entry (as reads do past a delete marker).
+    fn walk(m: &Memtable, skip_every: usize) -> Vec<WalkedKey> {
+        let mut out = Vec::new();
+        for r in 0u8..7 {
+            let mut it = m.iter_from(&[b'r', r]);
+            let mut next = it.next_entry().unwrap();
+            let mut n = 0;
+            while let Some(e) = next {
+                out.push((e.row.to_vec(), e.qualifier.map(<[u8]>::to_vec), e.ts, e.seq));
+                n += 1;
+                next = if n % skip_every == 0 {
+                    it.skip_column(e.row, e.family, e.qualifier).unwrap()
+                } else {
+                    it.next_entry().unwrap()
+                };
+            }
+        }
+        out
+    }
+
     /// Encode `records` as frames of a log body; the payload ranges.
     fn log_bytes(records: &[LogRecord]) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
         let (mut bytes, mut ranges) = (Vec::new(), Vec::new());
@@ -305,6 +329,9 @@ mod tests {
             prop_assert_eq!(built.bytes(), inserted.bytes());
             prop_assert!(upper >= built.bytes());
             prop_assert_eq!(built.max_seq, inserted.max_seq);
+            for skip_every in 1..4 {
+                prop_assert_eq!(walk(&built, skip_every), walk(&inserted, skip_every));
+            }
             if let Some((row, q, ts)) = later {
                 let key = || MemKey::new(&[b'r', row], b"f", Some(&[q]), ts, Kind::Put);
                 built.insert(key(), 1000, b"new".to_vec());

@@ -7,7 +7,8 @@
 //! It prints figures and asserts only that recovery found every record (no timed assertion:
 //! speed is for benches). Environment knobs: `KURA_RECOVERY_DIR` (default: the temp dir),
 //! `KURA_RECOVERY_MIB` (log size, default 1024), `KURA_RECOVERY_VALUE` (value bytes, default
-//! 1000).
+//! 1000), `KURA_RECOVERY_SCATTER=1` (rows written in scattered order, as salted keys arrive,
+//! instead of ascending: replay must then sort).
 //!
 //! Method: write the log with `Durability::None` and a memtable budget larger than the log, so
 //! nothing is flushed and the whole log must be replayed; drop the store without closing it.
@@ -83,6 +84,16 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
     let base: PathBuf = env_or("KURA_RECOVERY_DIR", std::env::temp_dir());
     let target_mib: u64 = env_or("KURA_RECOVERY_MIB", 1024);
     let value_len: usize = env_or("KURA_RECOVERY_VALUE", 1000);
+    let scatter: u8 = env_or("KURA_RECOVERY_SCATTER", 0);
+    // Row `i`: ascending, or scattered by an odd multiplier modulo 2^40 (a bijection).
+    let row = |i: u64| {
+        let k = if scatter == 1 {
+            i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & ((1 << 40) - 1)
+        } else {
+            i
+        };
+        format!("row{k:013}").into_bytes()
+    };
     let dir = tempfile::tempdir_in(&base).expect("tempdir");
 
     let t = Instant::now();
@@ -94,7 +105,7 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
             let ops = (0..256)
                 .map(|i| {
                     WriteOp::Mutate(RowMutation {
-                        row: format!("row{:010}", records + i).into_bytes(),
+                        row: row(records + i),
                         mutations: vec![Mutation::Put {
                             family: b"f".to_vec(),
                             qualifier: b"q".to_vec(),
@@ -119,8 +130,13 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
         .expect("a log");
     let log_len = std::fs::metadata(&log).expect("stat").len();
     println!(
-        "log: {} MiB, {records} records of {value_len}-byte values, written in {:.1} s",
+        "log: {} MiB, {records} records of {value_len}-byte values ({} rows), written in {:.1} s",
         log_len >> 20,
+        if scatter == 1 {
+            "scattered"
+        } else {
+            "ascending"
+        },
         write_time.as_secs_f64()
     );
 
@@ -143,9 +159,8 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
             "every record replayed"
         );
         assert_eq!(report.truncated_at, None);
-        let last = format!("row{:010}", records - 1);
         assert!(s
-            .get(last.as_bytes(), &ReadSpec::default())
+            .get(&row(records - 1), &ReadSpec::default())
             .expect("get")
             .is_some());
         drop(s);
