@@ -9,9 +9,11 @@
 //!   ([`SimFs::inject`]).
 //!
 //! # Invariants
-//! 1. The store never rewrites or truncates a file it has mapped ([`FileSystem::map`]); the log
-//!    is truncated only during recovery, before it is reopened for appending, and it is never
-//!    mapped.
+//! 1. The store never rewrites or truncates the mapped part of a file. Segments are mapped whole
+//!    and never change. A log is mapped whole for its replay and that map is dropped before its
+//!    damaged tail (if any) is truncated; then only its valid frames stay mapped
+//!    ([`FileSystem::map_prefix`]), for the memtable's replayed entries, while new frames are
+//!    written after them.
 //! 2. A file created or renamed is durable only after [`FileSystem::sync_dir`] of its directory
 //!    (POSIX semantics; `SimFs` enforces it, real file systems may be kinder).
 
@@ -37,6 +39,25 @@ impl FileBytes for memmap2::Mmap {
     fn bytes(&self) -> &[u8] {
         self
     }
+}
+
+/// The first `len` bytes of a file's bytes.
+struct Prefix {
+    all: Arc<dyn FileBytes>,
+    len: usize,
+}
+
+impl FileBytes for Prefix {
+    fn bytes(&self) -> &[u8] {
+        &self.all.bytes()[..self.len]
+    }
+}
+
+fn too_short(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("{} is shorter than the part to map", path.display()),
+    )
 }
 
 /// A file opened for writing.
@@ -79,6 +100,16 @@ pub trait FileSystem: Send + Sync {
     /// The whole file as bytes that stay valid while the returned value lives (a memory map on
     /// a real file system). The file must never be modified while mapped.
     fn map(&self, path: &Path) -> io::Result<Arc<dyn FileBytes>>;
+    /// The first `len` bytes of a file, valid while the returned value lives: the file may be
+    /// written after them (never within them) meanwhile. An error if the file is shorter.
+    fn map_prefix(&self, path: &Path, len: u64) -> io::Result<Arc<dyn FileBytes>> {
+        let all = self.map(path)?;
+        let len = usize::try_from(len).map_err(|_| too_short(path))?;
+        if all.bytes().len() < len {
+            return Err(too_short(path));
+        }
+        Ok(Arc::new(Prefix { all, len }))
+    }
     /// Shorten a file to `len` bytes and fsync it.
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
     /// Atomically replace `to` with `from`.
@@ -176,9 +207,24 @@ impl FileSystem for StdFs {
         if f.metadata()?.len() == 0 {
             return Ok(Arc::new(Vec::new()));
         }
-        // SAFETY: the store maps only segment files, which are immutable once renamed into place
-        // and are never truncated or rewritten while any map of them is alive (invariant 1).
+        // SAFETY: the store never truncates or rewrites the mapped part of a file while a map
+        // of it is alive (invariant 1).
         let map = unsafe { memmap2::Mmap::map(&f)? };
+        Ok(Arc::new(map))
+    }
+
+    fn map_prefix(&self, path: &Path, len: u64) -> io::Result<Arc<dyn FileBytes>> {
+        let f = std::fs::File::open(path)?;
+        if f.metadata()?.len() < len {
+            return Err(too_short(path));
+        }
+        let len = usize::try_from(len).map_err(|_| too_short(path))?;
+        if len == 0 {
+            return Ok(Arc::new(Vec::new()));
+        }
+        // SAFETY: as in `map`: the file is written only after these `len` bytes while the map
+        // lives (invariant 1).
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&f)? };
         Ok(Arc::new(map))
     }
 

@@ -1009,6 +1009,7 @@ impl RegionStore {
                 fs.remove(&path).map_err(|e| Error::io(&path, e))?;
                 continue;
             }
+            // Mapped whole for the replay; afterwards only its valid frames stay mapped (below).
             let map = fs.map(&path).map_err(|e| Error::io(&path, e))?;
             let (bytes, log_index) = (map.bytes(), memtable.add_log(map.clone())?);
             // The fold runs on decoding threads: the map's address travels as an integer.
@@ -1056,6 +1057,11 @@ impl RegionStore {
             )?;
             report.log_records_replayed += out.records;
             report.log_bytes_replayed += out.valid_len;
+            // The whole-file map goes before the damaged tail (if any) is truncated and before
+            // the log is appended to (fs.rs invariant 1); the slots get the valid frames mapped
+            // anew below.
+            memtable.replace_log(log_index, Arc::new(Vec::new()));
+            drop(map);
             if let Some(d) = out.damage {
                 // A log is fsynced before the next one is created, so only the last log can
                 // have been torn by a crash: damage at the end of an earlier one is damage in
@@ -1081,6 +1087,12 @@ impl RegionStore {
                     .map_err(|e| Error::io(&path, e))?;
                 stopped = true;
                 out.file_len = out.valid_len;
+            }
+            if out.records > 0 {
+                let valid = fs
+                    .map_prefix(&path, out.valid_len)
+                    .map_err(|e| Error::io(&path, e))?;
+                memtable.replace_log(log_index, valid);
             }
             active = Some((n, out.valid_len, out.file_len, out.version));
             replayed.push(n);

@@ -11,9 +11,9 @@
 //! 1. `slots` is sorted by [`cmp_entries`] order and holds one slot per key (row, family,
 //!    qualifier, timestamp, kind): the one the memtable would have kept, the highest seq (the
 //!    later arrival on equal seqs).
-//! 2. Every offset in a slot lies inside the valid prefix of its log as replayed; the store
-//!    never modifies nor truncates that prefix while a map of it lives (it only appends after
-//!    it, or truncates the damaged tail behind it before appending).
+//! 2. Every offset in a slot lies inside the valid frames of its log as replayed. Once a log's
+//!    replay is over, its map covers exactly those frames ([`crate::fs::FileSystem::map_prefix`]):
+//!    the store writes new frames after them, and truncated a damaged tail before mapping them.
 //! 3. `bytes` counts what the same entries would count in the tree (key, value and
 //!    [`ENTRY_OVERHEAD`] each), so that flush and spill decisions do not depend on the part an
 //!    entry lives in.
@@ -255,6 +255,12 @@ impl ReplayedBuilder {
             .map_err(|_| Error::InvalidArgument("more than 65,535 logs to replay".into()))?;
         self.maps.0.push(map);
         Ok(i)
+    }
+
+    /// Put `map` in place of the map of log `log`: the same bytes wherever slots point (the
+    /// log's valid frames), mapped anew once its replay is over.
+    pub(crate) fn replace_log(&mut self, log: u16, map: Arc<dyn FileBytes>) {
+        self.maps.0[log as usize] = map;
     }
 
     pub(crate) fn bytes(&self) -> usize {
