@@ -313,6 +313,9 @@ impl ReplayedBuilder {
             i = j;
         }
         slots.truncate(w);
+        // What dedup left out must not stay resident behind a `bytes` that no longer counts it
+        // (a counter's log rewrites one cell a million times).
+        slots.shrink_to_fit();
         self.bytes = 0;
         Replayed {
             maps,
@@ -465,10 +468,37 @@ impl SlotVec {
                 source: e,
             })?;
         }
-        let len = self.len;
+        if let Some(m) = &mut self.map {
+            // SAFETY: the map holds `capacity() >= need` slots; the `more.len()` slots from
+            // `len` on are written here, before `len` makes them readable.
+            unsafe {
+                let at = m.as_mut_ptr().cast::<Slot>().add(self.len);
+                std::ptr::copy_nonoverlapping(more.as_ptr(), at, more.len());
+            }
+        }
         self.len = need;
-        self.as_mut_slice()[len..].copy_from_slice(more);
         Ok(())
+    }
+
+    /// Give back the memory past `len` (best effort: on failure it stays until dropped).
+    fn shrink_to_fit(&mut self) {
+        let bytes = self.len * Self::SLOT;
+        if self.len == 0 {
+            self.map = None;
+            return;
+        }
+        let Some(m) = &mut self.map else { return };
+        if m.len() <= bytes {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        // SAFETY: as in `grow`; shrinking does not move the map.
+        let _ = unsafe { m.remap(bytes, memmap2::RemapOptions::new()) };
+        #[cfg(not(target_os = "linux"))]
+        if let Ok(mut smaller) = memmap2::MmapMut::map_anon(bytes) {
+            smaller.copy_from_slice(&m[..bytes]);
+            *m = smaller;
+        }
     }
 
     #[cfg(target_os = "linux")]
@@ -493,5 +523,52 @@ impl SlotVec {
         }
         self.map = Some(m);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{LogCell, LogRecord};
+
+    /// A counter's log: one cell rewritten many times. Dedup keeps one slot; the memory of the
+    /// others must go back, since `bytes` no longer counts them.
+    #[test]
+    fn memory_of_slots_left_out_by_dedup_is_given_back() {
+        let mut log = Vec::new();
+        let mut ranges = Vec::new();
+        for seq in 0..100_000u64 {
+            let start = log.len();
+            let rec = LogRecord {
+                seq,
+                clock: 0,
+                row: b"counter".to_vec(),
+                cells: vec![LogCell {
+                    family: b"f".to_vec(),
+                    qualifier: Some(b"n".to_vec()),
+                    ts: 1,
+                    kind: Kind::Put as u8,
+                    value: seq.to_be_bytes().to_vec(),
+                }],
+                idem: None,
+            };
+            crate::codec::encode_into(&rec, &mut log).unwrap();
+            ranges.push(start..log.len());
+        }
+        let map: Arc<dyn FileBytes> = Arc::new(log);
+        let mut b = ReplayedBuilder::default();
+        let i = b.add_log(map.clone()).unwrap();
+        let mut chunk = ReplayedChunk::default();
+        for r in ranges {
+            let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
+            chunk.add(i, map.bytes().as_ptr(), &rec).unwrap();
+        }
+        b.absorb(chunk).unwrap();
+        assert!(b.slots.capacity() >= 100_000);
+        let t = b.build();
+        assert_eq!(t.len(), 1);
+        let mut c = t.cursor_all();
+        assert_eq!(c.next().unwrap().value, 99_999u64.to_be_bytes());
+        assert_eq!(t.slots.capacity(), 1, "the map shrank to the one slot kept");
     }
 }
