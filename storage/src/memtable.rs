@@ -233,9 +233,15 @@ mod tests {
     /// The keys a reader sees walking from each row, jumping past the rest of a column at
     /// every `skip_every`-th entry (as reads do past a delete marker).
     fn walk(m: &Memtable, skip_every: usize) -> Vec<WalkedKey> {
+        let rows: Vec<Vec<u8>> = (0u8..7).map(|r| vec![b'r', r]).collect();
+        walk_from(m, &rows, skip_every)
+    }
+
+    /// [`walk`] from each of `rows`.
+    fn walk_from(m: &Memtable, rows: &[Vec<u8>], skip_every: usize) -> Vec<WalkedKey> {
         let mut out = Vec::new();
-        for r in 0u8..7 {
-            let mut it = m.iter_from(&[b'r', r]);
+        for r in rows {
+            let mut it = m.iter_from(r);
             let mut next = it.next_entry().unwrap();
             let mut n = 0;
             while let Some(e) = next {
@@ -350,6 +356,117 @@ mod tests {
                 }
                 prop_assert_eq!(built.last_row_before(None), inserted.last_row_before(None));
             }
+        }
+    }
+
+    const ROWS: &[&[u8]] = &[
+        b"",
+        b"\0",
+        b"a",
+        b"a\0",
+        b"aaaaaaaaaaaaaaaa",
+        b"aaaaaaaaaaaaaaaa\0",
+        b"aaaaaaaaaaaaaaaab",
+        b"aaaaaaaaaaaaaaaa\xff",
+        b"aaaaaaaaaaaaaaaaa",
+        b"aaaaaaaaaaaaaaa",
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+    ];
+    const FAMS: &[&[u8]] = &[b"", b"f", b"g"];
+    const QUALS: &[&[u8]] = &[b"", b"q", b"q\0"];
+    const TSS: &[i64] = &[i64::MIN, -1, 0, 1, i64::MAX];
+
+    proptest! {
+        /// The same over the edges of the slots' ordering: rows that tie on their 16-byte
+        /// prefix or differ only past it, empty rows, families, qualifiers and values, every
+        /// kind (family markers have no qualifier), extreme timestamps, records of several
+        /// cells, equal seqs, and entries spread over several logs (several maps).
+        #[test]
+        fn a_replayed_memtable_reads_as_inserts_across_logs_kinds_and_edge_rows(
+            records in proptest::collection::vec(
+                (0..ROWS.len(),
+                 proptest::collection::vec(
+                     (0..FAMS.len(), 0..QUALS.len(), 0..TSS.len(), 0u8..4, 0u8..3), 0..4),
+                 0u64..6),
+                0..60),
+            log_cuts in proptest::collection::vec(0usize..60, 0..3),
+            in_log_order in any::<bool>(),
+            chunk_len in 1usize..10,
+        ) {
+            let mut records = records;
+            if in_log_order {
+                records.sort_by_key(|r| r.2);
+            }
+            let recs: Vec<LogRecord> = records
+                .iter()
+                .map(|(row, cells, seq)| LogRecord {
+                    seq: seq * 3,
+                    clock: 0,
+                    row: ROWS[*row].to_vec(),
+                    cells: cells
+                        .iter()
+                        .map(|&(f, q, ts, kind, v)| {
+                            let kind = Kind::from_u8(kind).unwrap();
+                            LogCell {
+                                family: FAMS[f].to_vec(),
+                                qualifier: (kind != Kind::DeleteFamily).then(|| QUALS[q].to_vec()),
+                                ts: TSS[ts],
+                                kind: kind as u8,
+                                value: vec![7u8; v as usize],
+                            }
+                        })
+                        .collect(),
+                    idem: None,
+                })
+                .collect();
+            let mut cuts: Vec<usize> = log_cuts.into_iter().map(|c| c.min(recs.len())).collect();
+            cuts.extend([0, recs.len()]);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut builder = ReplayedBuilder::default();
+            let mut inserted = Memtable::default();
+            for w in cuts.windows(2) {
+                let part = &recs[w[0]..w[1]];
+                let (body, ranges) = log_bytes(part);
+                // Frames do not start at the map's first byte in a real log either.
+                let mut bytes = vec![9u8; 5];
+                bytes.extend_from_slice(&body);
+                let map: Arc<dyn FileBytes> = Arc::new(bytes);
+                let log = builder.add_log(map.clone()).unwrap();
+                let base = map.bytes().as_ptr();
+                let mut chunk = ReplayedChunk::default();
+                for (i, (r, range)) in part.iter().zip(&ranges).enumerate() {
+                    for (k, c) in r.cells.iter().enumerate() {
+                        let kind = Kind::from_u8(c.kind).unwrap();
+                        let key = MemKey::new(&r.row, &c.family, c.qualifier.as_deref(), c.ts, kind);
+                        inserted.insert(key, r.seq + k as u64, c.value.clone());
+                    }
+                    let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(
+                        &map.bytes()[range.start + 5..range.end + 5],
+                    )
+                    .unwrap();
+                    chunk.add(log, base, &rec).unwrap();
+                    if i % chunk_len == 0 {
+                        builder.absorb(std::mem::take(&mut chunk)).unwrap();
+                    }
+                }
+                builder.absorb(chunk).unwrap();
+            }
+            let built = Memtable::replayed(builder.build());
+            prop_assert_eq!(contents(&built), contents(&inserted));
+            prop_assert_eq!(built.bytes(), inserted.bytes());
+            let mut from: Vec<Vec<u8>> = ROWS.iter().map(|r| r.to_vec()).collect();
+            from.extend([b"b".to_vec(), b"aaaaaaaaaaaaaaaa\x01".to_vec()]);
+            for skip_every in 1..4 {
+                prop_assert_eq!(
+                    walk_from(&built, &from, skip_every),
+                    walk_from(&inserted, &from, skip_every)
+                );
+            }
+            for r in &from {
+                prop_assert_eq!(built.last_row_before(Some(r)), inserted.last_row_before(Some(r)));
+            }
+            prop_assert_eq!(built.last_row_before(None), inserted.last_row_before(None));
         }
     }
 }
