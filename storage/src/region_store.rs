@@ -957,8 +957,6 @@ impl RegionStore {
         }
         let mut clock = Clock::default();
         clock.observe(m.clock);
-        // Replayed entries point into the mapped logs, sorted once (see `ReplayedBuilder`).
-        let mut memtable = ReplayedBuilder::default();
         let mut report = RecoveryReport {
             segments: segments.len(),
             ..RecoveryReport::default()
@@ -973,6 +971,8 @@ impl RegionStore {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             n => n,
         };
+        // Replayed entries point into the mapped logs, sorted once (see `ReplayedBuilder`).
+        let mut memtable = ReplayedBuilder::with_sort_threads(replay_threads);
         // Decoded chunks waiting to be applied stay under half the memtable budget (see
         // `log::replay`): replay keeps within the store's memory bound.
         let max_chunk = (options.memtable_budget / (2 * log::CHUNKS_IN_FLIGHT)).min(8 << 20);

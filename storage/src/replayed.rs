@@ -246,9 +246,19 @@ pub(crate) struct ReplayedBuilder {
     bytes: usize,
     max_seq: u64,
     unsorted: bool,
+    /// Threads that may sort (the replay's decoding threads are idle by then).
+    sort_threads: usize,
 }
 
 impl ReplayedBuilder {
+    /// A builder whose final sort (if the logs arrived out of key order) may use `threads`.
+    pub(crate) fn with_sort_threads(threads: usize) -> ReplayedBuilder {
+        ReplayedBuilder {
+            sort_threads: threads,
+            ..ReplayedBuilder::default()
+        }
+    }
+
     /// Register a log's map; its chunks are then made with the returned index.
     pub(crate) fn add_log(&mut self, map: Arc<dyn FileBytes>) -> Result<u16> {
         let i = u16::try_from(self.maps.0.len())
@@ -288,10 +298,7 @@ impl ReplayedBuilder {
             // Of identical keys with equal seqs the later arrival must stay last: a slot's log
             // and offset are its arrival order, which makes the unstable sort (in place, and
             // faster than a stable one) give the stable order.
-            slots.as_mut_slice().sort_unstable_by(|a, b| {
-                maps.cmp_slots(a, b)
-                    .then_with(|| (a.log, a.row_at).cmp(&(b.log, b.row_at)))
-            });
+            sort_slots(slots.as_mut_slice(), &maps, self.sort_threads);
         }
         // Of identical keys (adjacent, highest seq first) keep the highest seq, the last
         // arrival among equal ones.
@@ -324,6 +331,46 @@ impl ReplayedBuilder {
             max_seq: std::mem::take(&mut self.max_seq),
         }
     }
+}
+
+/// Slots at least this many are sorted on two threads.
+const PARALLEL_SORT_MIN: usize = 1 << 16;
+
+/// Sort `all` into [`cmp_entries`] order. Of identical keys with equal seqs the later arrival
+/// must stay last: a slot's log and offset are its arrival order, which makes the unstable sort
+/// (in place, and faster than a stable one) give the stable order. With `threads` > 1 and many
+/// slots, each half is sorted on its own thread and the halves merged.
+fn sort_slots(all: &mut [Slot], maps: &Maps, threads: usize) {
+    let cmp = |a: &Slot, b: &Slot| {
+        maps.cmp_slots(a, b)
+            .then_with(|| (a.log, a.row_at).cmp(&(b.log, b.row_at)))
+    };
+    if threads < 2 || all.len() < PARALLEL_SORT_MIN {
+        all.sort_unstable_by(cmp);
+        return;
+    }
+    let mid = all.len() / 2;
+    let (left, right) = all.split_at_mut(mid);
+    std::thread::scope(|s| {
+        s.spawn(|| left.sort_unstable_by(cmp));
+        right.sort_unstable_by(cmp);
+    });
+    // Merge from the front, the left half moved out to a buffer: the write position `k` never
+    // passes the right half's read position `j` (k = i + j - mid, i <= mid).
+    let left: Vec<Slot> = all[..mid].to_vec();
+    let (mut i, mut j, mut k) = (0, mid, 0);
+    while i < left.len() && j < all.len() {
+        if cmp(&all[j], &left[i]) == Ordering::Less {
+            all[k] = all[j];
+            j += 1;
+        } else {
+            all[k] = left[i];
+            i += 1;
+        }
+        k += 1;
+    }
+    // What is left of the right half is in place already.
+    all[k..k + left.len() - i].copy_from_slice(&left[i..]);
 }
 
 /// Replayed entries in key order, pointing into their logs' maps.
@@ -570,5 +617,47 @@ mod tests {
         let mut c = t.cursor_all();
         assert_eq!(c.next().unwrap().value, 99_999u64.to_be_bytes());
         assert_eq!(t.slots.capacity(), 1, "the map shrank to the one slot kept");
+    }
+
+    /// The two-thread sort (halves sorted apart, then merged) orders exactly as one thread.
+    #[test]
+    fn a_sort_on_two_threads_orders_as_one_thread() {
+        let mut log = Vec::new();
+        let mut ranges = Vec::new();
+        for i in 0..(PARALLEL_SORT_MIN as u64 + 999) {
+            let start = log.len();
+            // Scattered rows, some repeated (equal keys, equal seqs among the repeats).
+            let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 50_000;
+            let rec = LogRecord {
+                seq: i / 3,
+                clock: 0,
+                row: format!("row{k:05}").into_bytes(),
+                cells: vec![LogCell {
+                    family: b"f".to_vec(),
+                    qualifier: Some(vec![(i % 3) as u8]),
+                    ts: (i % 5) as i64,
+                    kind: Kind::Put as u8,
+                    value: vec![],
+                }],
+                idem: None,
+            };
+            crate::codec::encode_into(&rec, &mut log).unwrap();
+            ranges.push(start..log.len());
+        }
+        let map: Arc<dyn FileBytes> = Arc::new(log);
+        let maps = Maps(vec![map.clone()]);
+        let mut chunk = ReplayedChunk::default();
+        for r in ranges {
+            let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
+            chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
+        }
+        let mut one = chunk.slots.clone();
+        let mut two = chunk.slots;
+        sort_slots(&mut one, &maps, 1);
+        sort_slots(&mut two, &maps, 2);
+        assert!(one == two, "same order");
+        assert!(one
+            .windows(2)
+            .all(|w| maps.cmp_slots(&w[0], &w[1]) != Ordering::Greater));
     }
 }
