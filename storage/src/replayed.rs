@@ -295,9 +295,6 @@ impl ReplayedBuilder {
         let mut slots = std::mem::take(&mut self.slots);
         let maps = self.maps.clone();
         if std::mem::take(&mut self.unsorted) {
-            // Of identical keys with equal seqs the later arrival must stay last: a slot's log
-            // and offset are its arrival order, which makes the unstable sort (in place, and
-            // faster than a stable one) give the stable order.
             sort_slots(slots.as_mut_slice(), &maps, self.sort_threads);
         }
         // Of identical keys (adjacent, highest seq first) keep the highest seq, the last
@@ -337,40 +334,148 @@ impl ReplayedBuilder {
 const PARALLEL_SORT_MIN: usize = 1 << 16;
 
 /// Sort `all` into [`cmp_entries`] order. Of identical keys with equal seqs the later arrival
-/// must stay last: a slot's log and offset are its arrival order, which makes the unstable sort
-/// (in place, and faster than a stable one) give the stable order. With `threads` > 1 and many
-/// slots, each half is sorted on its own thread and the halves merged.
+/// must stay last: a slot's log and offset are its arrival order, the last tie-break.
+///
+/// Comparisons that read the log run at cache-miss speed (the slots point all over it), so the
+/// sort compares what the slots hold: 16 bytes of row at a time (`prefix`), a level deeper for
+/// each group of rows that tie, refilled from the log once per slot and level; then, within one
+/// row, timestamp, kind and seq when the row's entries are all of one column (a counter's
+/// versions). Only rows of several columns fall back to comparing through the log. With
+/// `threads` > 1 and many slots, the first level sorts in halves on two threads (merged by
+/// prefix), and the groups are finished on two threads.
 fn sort_slots(all: &mut [Slot], maps: &Maps, threads: usize) {
-    let cmp = |a: &Slot, b: &Slot| {
-        maps.cmp_slots(a, b)
-            .then_with(|| (a.log, a.row_at).cmp(&(b.log, b.row_at)))
-    };
-    if threads < 2 || all.len() < PARALLEL_SORT_MIN {
-        all.sort_unstable_by(cmp);
+    sort_level(all, maps, 0, threads);
+}
+
+/// Sort `run`, whose rows agree on their first `depth` bytes and whose prefixes hold the next
+/// 16 (see [`sort_slots`]), on `threads` threads when it is large.
+fn sort_level(run: &mut [Slot], maps: &Maps, depth: usize, threads: usize) {
+    if threads < 2 || run.len() < PARALLEL_SORT_MIN {
+        run.sort_unstable_by_key(|s| level_key(s, depth));
+        finish_groups(run, maps, depth, 1);
         return;
     }
-    let mid = all.len() / 2;
-    let (left, right) = all.split_at_mut(mid);
+    let mid = run.len() / 2;
+    let (left, right) = run.split_at_mut(mid);
     std::thread::scope(|s| {
-        s.spawn(|| left.sort_unstable_by(cmp));
-        right.sort_unstable_by(cmp);
+        s.spawn(|| left.sort_unstable_by_key(|s| level_key(s, depth)));
+        right.sort_unstable_by_key(|s| level_key(s, depth));
     });
     // Merge from the front, the left half moved out to a buffer: the write position `k` never
     // passes the right half's read position `j` (k = i + j - mid, i <= mid).
-    let left: Vec<Slot> = all[..mid].to_vec();
+    let left: Vec<Slot> = run[..mid].to_vec();
     let (mut i, mut j, mut k) = (0, mid, 0);
-    while i < left.len() && j < all.len() {
-        if cmp(&all[j], &left[i]) == Ordering::Less {
-            all[k] = all[j];
+    while i < left.len() && j < run.len() {
+        if level_key(&run[j], depth) < level_key(&left[i], depth) {
+            run[k] = run[j];
             j += 1;
         } else {
-            all[k] = left[i];
+            run[k] = left[i];
             i += 1;
         }
         k += 1;
     }
     // What is left of the right half is in place already.
-    all[k..k + left.len() - i].copy_from_slice(&left[i..]);
+    run[k..k + left.len() - i].copy_from_slice(&left[i..]);
+    // Groups of equal keys are independent: finish each half on its own thread, cut at the
+    // first group boundary from the middle (a group that holds nearly everything, as when
+    // every row starts with the same 16 bytes, is finished on both threads a level deeper).
+    let mut cut = mid;
+    while cut < run.len() && level_key(&run[cut], depth) == level_key(&run[cut - 1], depth) {
+        cut += 1;
+    }
+    if cut == run.len() {
+        cut = mid;
+        while cut > 0 && level_key(&run[cut], depth) == level_key(&run[cut - 1], depth) {
+            cut -= 1;
+        }
+    }
+    if cut == 0 {
+        finish_groups(run, maps, depth, threads);
+        return;
+    }
+    let (left, right) = run.split_at_mut(cut);
+    std::thread::scope(|s| {
+        s.spawn(|| finish_groups(left, maps, depth, 1));
+        finish_groups(right, maps, depth, 1);
+    });
+}
+
+/// The order of slots whose rows agree on their first `depth` bytes, as far as the prefix
+/// (the row's bytes from `depth`, 16 of them) tells: then a row that ends within those bytes
+/// (by its length: it is a prefix of the longer ones) before the rows that go on.
+fn level_key(s: &Slot, depth: usize) -> ([u64; 2], u32) {
+    let ends = if s.row_len as usize <= depth + 16 {
+        s.row_len
+    } else {
+        u32::MAX
+    };
+    (s.prefix, ends)
+}
+
+/// Set each slot's prefix to 16 bytes of its row from `depth` (on `threads` threads).
+fn refill(run: &mut [Slot], maps: &Maps, depth: usize, threads: usize) {
+    let fill = |part: &mut [Slot]| {
+        for s in part.iter_mut() {
+            s.prefix = row_prefix(&maps.row(s)[depth..]);
+        }
+    };
+    if threads < 2 || run.len() < PARALLEL_SORT_MIN {
+        return fill(run);
+    }
+    let (left, right) = run.split_at_mut(run.len() / 2);
+    std::thread::scope(|s| {
+        s.spawn(|| fill(left));
+        fill(right);
+    });
+}
+
+/// Order each group of slots with equal [`level_key`]s in `run` (sorted by it): rows that go on
+/// past the prefix a level deeper, equal rows by their entries. Prefixes are back at depth 0
+/// when this returns at depth 0.
+fn finish_groups(run: &mut [Slot], maps: &Maps, depth: usize, threads: usize) {
+    let mut i = 0;
+    while i < run.len() {
+        let key = level_key(&run[i], depth);
+        let mut j = i + 1;
+        while j < run.len() && level_key(&run[j], depth) == key {
+            j += 1;
+        }
+        let group = &mut run[i..j];
+        if group.len() > 1 {
+            if key.1 == u32::MAX {
+                refill(group, maps, depth + 16, threads);
+                sort_level(group, maps, depth + 16, threads);
+                if depth == 0 {
+                    refill(group, maps, 0, threads);
+                }
+            } else {
+                sort_row(group, maps);
+            }
+        }
+        i = j;
+    }
+}
+
+/// Order the entries of one row.
+fn sort_row(group: &mut [Slot], maps: &Maps) {
+    let arrival = |a: &Slot, b: &Slot| (a.log, a.row_at).cmp(&(b.log, b.row_at));
+    let (f0, q0) = (maps.family(&group[0]), maps.qualifier(&group[0]));
+    if group
+        .iter()
+        .all(|s| maps.family(s) == f0 && maps.qualifier(s) == q0)
+    {
+        group.sort_unstable_by(|a, b| {
+            b.ts.cmp(&a.ts)
+                .then(a.kind.cmp(&b.kind))
+                .then(b.seq.cmp(&a.seq))
+                .then_with(|| arrival(a, b))
+        });
+    } else {
+        group.sort_unstable_by(|a, b| {
+            cmp_entries(&maps.entry(a), &maps.entry(b)).then_with(|| arrival(a, b))
+        });
+    }
 }
 
 /// Replayed entries in key order, pointing into their logs' maps.
@@ -619,24 +724,41 @@ mod tests {
         assert_eq!(t.slots.capacity(), 1, "the map shrank to the one slot kept");
     }
 
-    /// The two-thread sort (halves sorted apart, then merged) orders exactly as one thread.
+    /// The sort by prefixes, a level at a time, on one thread and on two, orders exactly as
+    /// comparing whole entries does: rows that share 20 bytes and differ after, rows of 16 and
+    /// 32 bytes and their extensions, one row's many versions of one column, and a row of
+    /// several columns; repeated keys with equal seqs keep their arrival order.
     #[test]
-    fn a_sort_on_two_threads_orders_as_one_thread() {
+    fn the_sort_by_prefixes_orders_as_whole_entries_compare() {
         let mut log = Vec::new();
         let mut ranges = Vec::new();
-        for i in 0..(PARALLEL_SORT_MIN as u64 + 999) {
+        // Enough that the group of rows starting with 16 zeros is sorted on two threads too.
+        for i in 0..(2 * PARALLEL_SORT_MIN as u64 + 999) {
             let start = log.len();
-            // Scattered rows, some repeated (equal keys, equal seqs among the repeats).
             let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 50_000;
+            let row = match k % 7 {
+                0 => b"counter".to_vec(),
+                1 => b"wide-row".to_vec(),
+                2 => format!("{:016}", k % 50).into_bytes(),
+                3 => format!("{:016}\0", k % 50).into_bytes(),
+                4 => format!("{:032}", k % 50).into_bytes(),
+                _ => format!("{k:026}").into_bytes(),
+            };
+            let (qualifier, kind) = match k % 7 {
+                0 => (Some(b"n".to_vec()), Kind::Put),
+                1 if k % 3 == 0 => (None, Kind::DeleteFamily),
+                1 => (Some(vec![(k % 11) as u8]), Kind::Put),
+                _ => (Some(vec![(i % 3) as u8]), Kind::Put),
+            };
             let rec = LogRecord {
                 seq: i / 3,
                 clock: 0,
-                row: format!("row{k:05}").into_bytes(),
+                row,
                 cells: vec![LogCell {
                     family: b"f".to_vec(),
-                    qualifier: Some(vec![(i % 3) as u8]),
+                    qualifier,
                     ts: (i % 5) as i64,
-                    kind: Kind::Put as u8,
+                    kind: kind as u8,
                     value: vec![],
                 }],
                 idem: None,
@@ -651,13 +773,13 @@ mod tests {
             let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
             chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
         }
+        let mut whole = chunk.slots.clone();
+        whole.sort_by(|a, b| maps.cmp_slots(a, b));
         let mut one = chunk.slots.clone();
         let mut two = chunk.slots;
         sort_slots(&mut one, &maps, 1);
         sort_slots(&mut two, &maps, 2);
-        assert!(one == two, "same order");
-        assert!(one
-            .windows(2)
-            .all(|w| maps.cmp_slots(&w[0], &w[1]) != Ordering::Greater));
+        assert!(one == whole, "one thread orders as whole entries compare");
+        assert!(two == whole, "two threads order as whole entries compare");
     }
 }

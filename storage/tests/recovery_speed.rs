@@ -8,7 +8,8 @@
 //! speed is for benches). Environment knobs: `KURA_RECOVERY_DIR` (default: the temp dir),
 //! `KURA_RECOVERY_MIB` (log size, default 1024), `KURA_RECOVERY_VALUE` (value bytes, default
 //! 1000), `KURA_RECOVERY_SCATTER=1` (rows written in scattered order, as salted keys arrive,
-//! instead of ascending: replay must then sort).
+//! instead of ascending: replay must then sort; `=2`: scattered rows that share their first 20
+//! bytes, as HBase PerformanceEvaluation's 26-digit zero-padded keys do).
 //!
 //! Method: write the log with `Durability::None` and a memtable budget larger than the log, so
 //! nothing is flushed and the whole log must be replayed; drop the store without closing it.
@@ -87,12 +88,16 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
     let scatter: u8 = env_or("KURA_RECOVERY_SCATTER", 0);
     // Row `i`: ascending, or scattered by an odd multiplier modulo 2^40 (a bijection).
     let row = |i: u64| {
-        let k = if scatter == 1 {
+        let k = if scatter > 0 {
             i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & ((1 << 40) - 1)
         } else {
             i
         };
-        format!("row{k:013}").into_bytes()
+        if scatter == 2 {
+            format!("{:026}", k % 10_000_000).into_bytes()
+        } else {
+            format!("row{k:013}").into_bytes()
+        }
     };
     let dir = tempfile::tempdir_in(&base).expect("tempdir");
 
@@ -132,11 +137,7 @@ fn recovery_of_a_large_log_compared_with_sequential_read_speed() {
     println!(
         "log: {} MiB, {records} records of {value_len}-byte values ({} rows), written in {:.1} s",
         log_len >> 20,
-        if scatter == 1 {
-            "scattered"
-        } else {
-            "ascending"
-        },
+        ["ascending", "scattered", "scattered, 20-byte common prefix"][scatter.min(2) as usize],
         write_time.as_secs_f64()
     );
 
