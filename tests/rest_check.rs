@@ -39,6 +39,17 @@ async fn check_put_writes_every_cell_only_when_the_check_passes() {
 }
 
 #[actix_web::test]
+async fn an_empty_check_parameter_is_a_plain_put() {
+    // HBase's RowResource checks only when `check` is non-empty.
+    let c = client().await;
+    c.create_table("t", &["cf"], 1).await;
+    let body = cellset(&[("r", &[("cf:a", None, "v")])]);
+    let r = c.put_json("/t/r?check=", &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(c.get("/t/r/cf:a", "").await.body, b"v");
+}
+
+#[actix_web::test]
 async fn check_put_with_empty_expected_value_means_absent() {
     let c = client().await;
     c.create_table("t", &["cf"], 1).await;

@@ -43,6 +43,39 @@ async fn row_key_and_qualifier_limits_are_exact() {
 }
 
 #[actix_web::test]
+async fn deletes_keep_to_the_qualifier_limit_too() {
+    let c = client().await;
+    c.create_table("t", &["cf"], 1).await;
+    let q_ok = "q".repeat(16 << 10);
+    let q_bad = "q".repeat((16 << 10) + 1);
+    assert_eq!(c.delete(&format!("/t/r/cf:{q_ok}")).await.status, 200);
+    let r = c.delete(&format!("/t/r/cf:{q_bad}")).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("qualifier"), "{}", r.text());
+    // check=delete: the check column and the columns it deletes.
+    let body = |check_col: &str, del_col: Option<&str>| {
+        let mut cells: Vec<TestCell<'_>> = Vec::new();
+        if let Some(d) = del_col {
+            cells.push((d, None, ""));
+        }
+        cells.push((check_col, None, ""));
+        cellset(&[("r", &cells)])
+    };
+    let bad = format!("cf:{q_bad}");
+    let ok = format!("cf:{q_ok}");
+    let r = c.put_json("/t/r?check=delete", &body(&bad, None)).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = c
+        .put_json("/t/r?check=delete", &body(&ok, Some(&bad)))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let r = c
+        .put_json("/t/r?check=delete", &body(&ok, Some("cf:a")))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[actix_web::test]
 async fn value_and_body_limits_are_exact() {
     let c = client().await;
     c.create_table("t", &["cf"], 1).await;

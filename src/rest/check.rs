@@ -148,6 +148,7 @@ pub async fn handle(
                 }
             };
             check_families(&desc, [cf.as_slice()])?;
+            check_qualifier(&state.limits, &cq)?;
             let mut mutations = Vec::with_capacity(cells.len().max(1));
             if cells.is_empty() {
                 mutations.push(Mutation::DeleteColumn {
@@ -170,6 +171,7 @@ pub async fn handle(
                     }
                     ColumnSpec::Column(family, qualifier) => {
                         check_families(&desc, [family.as_slice()])?;
+                        check_qualifier(&state.limits, &qualifier)?;
                         mutations.push(Mutation::DeleteVersion {
                             family,
                             qualifier,

@@ -343,7 +343,8 @@ pub async fn put(
     let spec = RowSpec::parse(raw, enc);
     let body = read_body(req, payload, &state.limits).await?;
     let repr = body_repr(req, &body, &[Repr::Json, Repr::Xml, Repr::Binary])?;
-    if let Some(mode) = query.first("check") {
+    // HBase's RowResource: an empty `check=` is no check (a plain put).
+    if let Some(mode) = query.first("check").filter(|m| !m.is_empty()) {
         let rr = query.boolean("rr")?.unwrap_or(false);
         let rows = parse_cellset(repr, &body)?;
         return check::handle(req, state, table, &spec, rows, mode, rr).await;
@@ -426,6 +427,11 @@ pub async fn delete(
     let ts = spec.has_timestamp().then_some(spec.end_time);
     let cols = spec.column_specs();
     check_families(&desc, cols.iter().map(spec_family))?;
+    for c in &cols {
+        if let ColumnSpec::Column(_, qualifier) = c {
+            check_qualifier(&state.limits, qualifier)?;
+        }
+    }
     let mutations = if cols.is_empty() {
         vec![Mutation::DeleteRow { timestamp: ts }]
     } else {
