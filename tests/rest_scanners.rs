@@ -293,3 +293,48 @@ async fn multiget_with_a_filter() {
     assert_eq!(cells.len(), 1);
     assert_eq!((cells[0].0.as_str(), cells[0].3.as_str()), ("r1", "b1"));
 }
+
+/// A row limit counts the rows returned. When a filter reads a column the request did not ask
+/// for, rows that have none of the requested cells are left out after the filter; they must not
+/// use up the limit (HBase answers the first matching row).
+#[actix_web::test]
+async fn a_limit_counts_rows_returned_when_the_filter_reads_other_columns() {
+    let c = client().await;
+    c.create_table("t", &["cf"], 1).await;
+    for r in ["r1", "r2", "r3", "r4"] {
+        c.put_cell("t", r, "cf:x", Some(1), "1").await;
+    }
+    for r in ["r3", "r4"] {
+        c.put_cell("t", r, "cf:y", Some(1), "y").await;
+    }
+    let filter = "SingleColumnValueFilter('cf','x',=,'binary:1')";
+    // Stateless.
+    let url = format!(
+        "/t/*?column=cf:y&limit=1&filter={}",
+        filter
+            .replace('(', "%28")
+            .replace(')', "%29")
+            .replace('\'', "%27")
+            .replace(',', "%2C")
+            .replace('=', "%3D")
+            .replace(':', "%3A")
+    );
+    let r = c.get_json(&url).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(row_keys(&r.json()), vec!["r3"]);
+    // Stateful.
+    let body = serde_json::json!({
+        "column": [b64("cf:y")],
+        "limit": 1,
+        "filter": format!(
+            r#"{{"type":"SingleColumnValueFilter","family":"{}","qualifier":"{}","op":"EQUAL","comparator":{{"type":"BinaryComparator","value":"{}"}}}}"#,
+            b64("cf"), b64("x"), b64("1")
+        ),
+    });
+    let url = open_scanner(&c, &body).await;
+    let r = c.get_json(&url).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(row_keys(&r.json()), vec!["r3"]);
+    assert!(cells_of(&r.json()).iter().all(|c| c.1 == "cf:y"));
+    assert_eq!(c.get_json(&url).await.status, 204);
+}

@@ -161,6 +161,13 @@ impl PreparedFilter {
         }
     }
 
+    /// Whether [`finish`](Self::finish) may drop rows the store returned (the filter needed
+    /// columns the request did not ask for): a row limit must then count finished rows, not
+    /// the store's.
+    pub fn strips(&self) -> bool {
+        self.strip_to.is_some()
+    }
+
     /// Drops the cells only the filter needed; `None` if the row is left empty.
     pub fn finish(&self, mut row: Row) -> Option<Row> {
         if let Some(sel) = &self.strip_to {

@@ -308,7 +308,9 @@ impl Scanner {
             }
             let req = ScanRequest {
                 spec: self.spec.clone(),
-                limit: self.remaining,
+                // The limit counts the rows returned: the store's count only when no row it
+                // returns can be dropped by `finish`.
+                limit: self.remaining.filter(|_| !self.filter.strips()),
                 page: ScanLimits {
                     max_rows: 256,
                     ..ScanLimits::default()
@@ -318,12 +320,17 @@ impl Scanner {
             if let Some(last) = page.rows.last() {
                 self.spec = self.spec.resume_after(&last.key);
             }
-            if let Some(r) = self.remaining.as_mut() {
-                *r = r.saturating_sub(page.rows.len());
-            }
             self.exhausted = page.complete || page.rows.is_empty();
-            self.buffered
-                .extend(page.rows.into_iter().filter_map(|r| self.filter.finish(r)));
+            let mut rows: Vec<Row> = page
+                .rows
+                .into_iter()
+                .filter_map(|r| self.filter.finish(r))
+                .collect();
+            if let Some(r) = self.remaining.as_mut() {
+                rows.truncate(*r);
+                *r -= rows.len();
+            }
+            self.buffered.extend(rows);
         }
         Ok(())
     }
@@ -614,21 +621,28 @@ struct StreamState {
 impl StreamState {
     /// Fetches one page, advancing the resume key and the remaining limit.
     async fn page(&mut self) -> Result<Vec<Row>, kura_actors::ActorError> {
-        let page = self.kura.scan(&self.table, self.req.clone()).await?;
+        let mut req = self.req.clone();
+        if self.filter.as_ref().is_some_and(PreparedFilter::strips) {
+            // `finish` may drop rows: the limit counts the rows it keeps (below).
+            req.limit = None;
+        }
+        let page = self.kura.scan(&self.table, req).await?;
         if let Some(last) = page.rows.last() {
             self.req.spec = self.req.spec.resume_after(&last.key);
         }
+        self.complete |= page.complete || page.rows.is_empty();
+        let mut rows = match &self.filter {
+            Some(f) => page.rows.into_iter().filter_map(|r| f.finish(r)).collect(),
+            None => page.rows,
+        };
         if let Some(l) = self.req.limit.as_mut() {
-            *l = l.saturating_sub(page.rows.len());
+            rows.truncate(*l);
+            *l -= rows.len();
             if *l == 0 {
                 self.complete = true;
             }
         }
-        self.complete |= page.complete || page.rows.is_empty();
-        Ok(match &self.filter {
-            Some(f) => page.rows.into_iter().filter_map(|r| f.finish(r)).collect(),
-            None => page.rows,
-        })
+        Ok(rows)
     }
 }
 
