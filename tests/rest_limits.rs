@@ -76,6 +76,36 @@ async fn deletes_keep_to_the_qualifier_limit_too() {
 }
 
 #[actix_web::test]
+async fn an_append_cannot_grow_a_value_past_the_limit() {
+    let c = client_with(Limits {
+        max_value: 8,
+        ..Limits::default()
+    })
+    .await;
+    c.create_table("t", &["cf"], 1).await;
+    let append = |v: &'static str| cellset(&[("r", &[("cf:a", None, v)])]);
+    assert_eq!(
+        c.put_json("/t/r?check=append", &append("abcdef"))
+            .await
+            .status,
+        200
+    );
+    let r = c.put_json("/t/r?check=append", &append("ghi")).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("limit"), "{}", r.text());
+    assert_eq!(
+        c.get("/t/r/cf:a", "").await.body,
+        b"abcdef",
+        "nothing appended"
+    );
+    assert_eq!(
+        c.put_json("/t/r?check=append", &append("gh")).await.status,
+        200
+    );
+    assert_eq!(c.get("/t/r/cf:a", "").await.body, b"abcdefgh");
+}
+
+#[actix_web::test]
 async fn value_and_body_limits_are_exact() {
     let c = client().await;
     c.create_table("t", &["cf"], 1).await;

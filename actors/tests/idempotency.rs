@@ -67,6 +67,7 @@ async fn keyed_append_and_check_and_mutate_answer_their_first_outcome() {
     let app = || Append {
         row: b"r".to_vec(),
         columns: vec![(b"cf".to_vec(), b"log".to_vec(), b"x".to_vec())],
+        max_value: None,
     };
     let a = kura.append_keyed("t", app(), Some(b"a".to_vec())).await;
     let b = kura.append_keyed("t", app(), Some(b"a".to_vec())).await;

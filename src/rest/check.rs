@@ -211,6 +211,7 @@ pub async fn handle(
                     Append {
                         row: key.clone(),
                         columns,
+                        max_value: Some(state.limits.max_value),
                     },
                     idem,
                 )

@@ -146,6 +146,10 @@ pub struct Append {
     pub row: Vec<u8>,
     /// `(family, qualifier, suffix)`.
     pub columns: Vec<(Vec<u8>, Vec<u8>, Vec<u8>)>,
+    /// The longest value an appended cell may reach (`None`: no limit but the log frame's):
+    /// past it the whole append fails with [`crate::Error::InvalidArgument`], changing nothing.
+    #[serde(default)]
+    pub max_value: Option<usize>,
 }
 
 /// Check-and-mutate on one row: compare the latest visible version of one column and, if the

@@ -1761,8 +1761,20 @@ impl RegionStore {
                 self.commit(inc.row, cells, key, WriteOutcome::Cells(results))
             }
             WriteOp::Append(app) => {
-                let combine = |_: &[u8], _: &[u8], old: Option<&[u8]>, suffix: &Vec<u8>| {
-                    let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
+                let max = app.max_value.unwrap_or(usize::MAX);
+                let combine = move |f: &[u8], q: &[u8], old: Option<&[u8]>, suffix: &Vec<u8>| {
+                    let old = old.unwrap_or_default();
+                    if old.len().saturating_add(suffix.len()) > max {
+                        return Err(Error::InvalidArgument(format!(
+                            "appending {} bytes to {}:{} ({} bytes) would pass the {max}-byte value limit",
+                            suffix.len(),
+                            String::from_utf8_lossy(f),
+                            String::from_utf8_lossy(q),
+                            old.len()
+                        )));
+                    }
+                    let mut v = Vec::with_capacity(old.len() + suffix.len());
+                    v.extend_from_slice(old);
                     v.extend_from_slice(suffix);
                     Ok(v)
                 };

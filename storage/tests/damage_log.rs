@@ -82,6 +82,7 @@ fn workload(pad: usize) -> Vec<WriteOp> {
         WriteOp::Append(Append {
             row: b"r1".to_vec(),
             columns: vec![(b"one".to_vec(), b"s".to_vec(), b"abc".to_vec())],
+            max_value: None,
         }),
         WriteOp::CheckAndMutate(CheckAndMutate {
             row: b"r4".to_vec(),

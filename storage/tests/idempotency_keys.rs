@@ -120,6 +120,7 @@ fn a_keyed_append_survives_a_flush_and_a_reopen() {
         WriteOp::Append(Append {
             row: b"r".to_vec(),
             columns: vec![(b"cf".to_vec(), b"a".to_vec(), b"x".to_vec())],
+            max_value: None,
         })
     };
     let first = {
@@ -279,6 +280,7 @@ fn large_outcomes_are_bounded_by_bytes() {
         let app = WriteOp::Append(Append {
             row: format!("r{i}").into_bytes(),
             columns: vec![(b"cf".to_vec(), b"a".to_vec(), big.clone())],
+            max_value: None,
         });
         keyed(&mut s, app, "k");
     }
@@ -288,6 +290,7 @@ fn large_outcomes_are_bounded_by_bytes() {
         WriteOp::Append(Append {
             row: format!("r{i}").into_bytes(),
             columns: vec![(b"cf".to_vec(), b"a".to_vec(), b"y".to_vec())],
+            max_value: None,
         })
     };
     let newest = keyed(&mut s, retry(19), "k");

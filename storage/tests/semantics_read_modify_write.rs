@@ -110,10 +110,47 @@ fn append_concatenates_onto_the_current_value() {
     let app = |suffix: &str| Append {
         row: b"r".to_vec(),
         columns: vec![(b"one".to_vec(), b"q".to_vec(), suffix.as_bytes().to_vec())],
+        max_value: None,
     };
     assert_eq!(s.append(app("ab")).unwrap()[0].value, b"ab");
     assert_eq!(s.append(app("cd")).unwrap()[0].value, b"abcd");
     assert_eq!(cells(&s, "r", &read(1))[0].2, "abcd");
+}
+
+#[test]
+fn an_append_past_the_value_limit_fails_whole_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    let app = |q: &str, suffix: &str| Append {
+        row: b"r".to_vec(),
+        columns: vec![(
+            b"one".to_vec(),
+            q.as_bytes().to_vec(),
+            suffix.as_bytes().to_vec(),
+        )],
+        max_value: Some(4),
+    };
+    assert_eq!(s.append(app("q", "abc")).unwrap()[0].value, b"abc");
+    assert_eq!(
+        s.append(app("q", "d")).unwrap()[0].value,
+        b"abcd",
+        "exactly at the limit"
+    );
+    let two = Append {
+        columns: vec![
+            (b"one".to_vec(), b"p".to_vec(), b"x".to_vec()),
+            (b"one".to_vec(), b"q".to_vec(), b"e".to_vec()),
+        ],
+        ..app("q", "")
+    };
+    match s.append(two) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("limit"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(
+        cells(&s, "r", &read(1)),
+        vec![c("one:q", cells(&s, "r", &read(1))[0].1, "abcd")]
+    );
 }
 
 #[test]
