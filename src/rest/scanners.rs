@@ -42,8 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-/// Most cell bytes one scanner `GET` answers, whatever `batch` says, so that an unlimited
-/// batch cannot materialize a whole table; clients continue with the next `GET`.
+/// Most cell bytes one scanner `GET` gathers in memory at a time. An answer that needs more
+/// (an unlimited `batch`, HBase's default, which starbase relies on to read a whole table in one
+/// `GET`) is streamed in pieces of about this size, each ending at a row boundary.
 const MAX_RESPONSE_BYTES: usize = 32 << 20;
 
 /// A scanner definition (`M/ScannerModel.java`).
@@ -335,12 +336,21 @@ impl Scanner {
         Ok(())
     }
 
-    /// Up to `max_cells` cells in at most `max_rows` rows; empty once exhausted.
+    /// Up to `max_cells` cells in at most `max_rows` rows, and about [`MAX_RESPONSE_BYTES`]
+    /// of cells; empty once exhausted. `capped`: stopped for the bytes, not for the limits.
     async fn next_cells(
         &mut self,
         max_cells: usize,
         max_rows: Option<usize>,
     ) -> ApiResult<Vec<Row>> {
+        Ok(self.next_cells_capped(max_cells, max_rows).await?.0)
+    }
+
+    async fn next_cells_capped(
+        &mut self,
+        max_cells: usize,
+        max_rows: Option<usize>,
+    ) -> ApiResult<(Vec<Row>, bool)> {
         let mut out: Vec<Row> = Vec::new();
         let mut cells = 0usize;
         let mut bytes = 0usize;
@@ -374,7 +384,8 @@ impl Scanner {
                 self.buffered.pop_front();
             }
         }
-        Ok(out)
+        let capped = bytes >= MAX_RESPONSE_BYTES && cells < max_cells;
+        Ok((out, capped))
     }
 }
 
@@ -547,7 +558,7 @@ async fn next(
         .get(id)
         .map(|s| s.clone())
         .ok_or(ApiError::NotFound)?;
-    let mut s = shared.lock().await;
+    let mut s = shared.lock_owned().await;
     if s.table != table {
         return Err(ApiError::NotFound);
     }
@@ -578,14 +589,67 @@ async fn next(
         resp.head_mut().set_camel_case_headers(true);
         return Ok(resp);
     }
-    let rows = s.next_cells(max_cells, max_rows).await?;
+    let (rows, capped) = s.next_cells_capped(max_cells, max_rows).await?;
     s.last_used = Instant::now();
     if rows.is_empty() {
         return Ok(HttpResponse::NoContent().finish());
     }
+    if !capped {
+        return Ok(HttpResponse::Ok()
+            .content_type(repr.content_type())
+            .body(cellset::render(repr, &rows)));
+    }
+    // More than one piece: stream the rest, holding the scanner (a concurrent GET of it waits).
+    let mut out = String::from(cellset::open(repr));
+    let mut first = true;
+    push_rows(&mut out, repr, &mut first, &rows, None);
+    let left = Left {
+        cells: max_cells - rows.iter().map(|r| r.cells.len()).sum::<usize>(),
+        rows: max_rows.map(|m| m - rows.len()),
+    };
+    let stream = futures::stream::unfold(
+        (Some(out), Some((s, left, first))),
+        move |(pending, scanner)| async move {
+            if let Some(out) = pending {
+                return Some((Ok(web::Bytes::from(out)), (None, scanner)));
+            }
+            let (mut s, left, mut first) = scanner?;
+            let mut out = String::new();
+            let (rows, capped) = if left.cells == 0 || left.rows == Some(0) {
+                (Vec::new(), false)
+            } else {
+                match s.next_cells_capped(left.cells, left.rows).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "scanner failed mid-answer");
+                        let err = actix_web::error::ErrorServiceUnavailable(e.to_string());
+                        return Some((Err(err), (None, None)));
+                    }
+                }
+            };
+            s.last_used = Instant::now();
+            push_rows(&mut out, repr, &mut first, &rows, None);
+            if !capped || rows.is_empty() {
+                out.push_str(cellset::close(repr));
+                return Some((Ok(web::Bytes::from(out)), (None, None)));
+            }
+            let left = Left {
+                cells: left.cells - rows.iter().map(|r| r.cells.len()).sum::<usize>(),
+                rows: left.rows.map(|m| m - rows.len()),
+            };
+            Some((Ok(web::Bytes::from(out)), (None, Some((s, left, first)))))
+        },
+    );
     Ok(HttpResponse::Ok()
         .content_type(repr.content_type())
-        .body(cellset::render(repr, &rows)))
+        .streaming(stream))
+}
+
+/// What a streamed scanner answer may still return.
+#[derive(Clone, Copy)]
+struct Left {
+    cells: usize,
+    rows: Option<usize>,
 }
 
 fn push_rows(out: &mut String, repr: Repr, first: &mut bool, rows: &[Row], batch: Option<usize>) {
