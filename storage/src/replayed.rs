@@ -330,6 +330,10 @@ impl ReplayedBuilder {
     }
 }
 
+/// Rows that agree on this many bytes are ordered by comparing them whole: the sort by
+/// prefixes recurses once per 16 bytes.
+const MAX_PREFIX_DEPTH: usize = 256;
+
 /// Slots at least this many are sorted on two threads.
 const PARALLEL_SORT_MIN: usize = 1 << 16;
 
@@ -443,7 +447,18 @@ fn finish_groups(run: &mut [Slot], maps: &Maps, depth: usize, threads: usize) {
         }
         let group = &mut run[i..j];
         if group.len() > 1 {
-            if key.1 == u32::MAX {
+            if key.1 == u32::MAX && depth + 16 >= MAX_PREFIX_DEPTH {
+                // Rows that tie this far (long keys, or one long key many times): compare them
+                // through the log rather than recurse a level per 16 bytes (a 64 KiB key would
+                // overflow the stack).
+                let arrival = |a: &Slot, b: &Slot| (a.log, a.row_at).cmp(&(b.log, b.row_at));
+                group.sort_unstable_by(|a, b| {
+                    cmp_entries(&maps.entry(a), &maps.entry(b)).then_with(|| arrival(a, b))
+                });
+                if depth == 0 {
+                    refill(group, maps, 0, threads);
+                }
+            } else if key.1 == u32::MAX {
                 refill(group, maps, depth + 16, threads);
                 sort_level(group, maps, depth + 16, threads);
                 if depth == 0 {
@@ -781,5 +796,66 @@ mod tests {
         sort_slots(&mut two, &maps, 2);
         assert!(one == whole, "one thread orders as whole entries compare");
         assert!(two == whole, "two threads order as whole entries compare");
+    }
+
+    /// Rows longer than the prefix levels go (a 64 KiB key written twice out of order) sort on
+    /// a small stack, in the same order as whole entries compare.
+    #[test]
+    fn long_row_keys_sort_without_deep_recursion() {
+        let mut log = Vec::new();
+        let mut ranges = Vec::new();
+        let long = |tail: u8| {
+            let mut r = vec![b'k'; 64 << 10];
+            r.push(tail);
+            r
+        };
+        for (i, row) in [
+            long(2),
+            b"z".to_vec(),
+            long(1),
+            long(2),
+            b"a".to_vec(),
+            long(1),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let start = log.len();
+            let rec = LogRecord {
+                seq: i as u64,
+                clock: 0,
+                row,
+                cells: vec![LogCell {
+                    family: b"f".to_vec(),
+                    qualifier: Some(b"q".to_vec()),
+                    ts: 1,
+                    kind: Kind::Put as u8,
+                    value: vec![],
+                }],
+                idem: None,
+            };
+            crate::codec::encode_into(&rec, &mut log).unwrap();
+            ranges.push(start..log.len());
+        }
+        let map: Arc<dyn FileBytes> = Arc::new(log);
+        let maps = Maps(vec![map.clone()]);
+        let mut chunk = ReplayedChunk::default();
+        for r in ranges {
+            let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
+            chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
+        }
+        let mut whole = chunk.slots.clone();
+        whole.sort_by(|a, b| maps.cmp_slots(a, b));
+        let sorted = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || {
+                let mut slots = chunk.slots;
+                sort_slots(&mut slots, &maps, 1);
+                slots
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(sorted == whole);
     }
 }
