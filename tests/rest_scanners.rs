@@ -376,3 +376,64 @@ async fn an_unlimited_scanner_get_returns_every_row_even_past_32_mib() {
     let v = c.get_json(&url).await.json();
     assert_eq!(row_keys(&v), vec!["r4"]);
 }
+
+/// A streamed scanner answer takes the scanner for one piece at a time: while its client is
+/// not reading, the scanner can be deleted, and the answer then ends (well-formed) at its next
+/// piece instead of going on from a deleted scanner.
+#[actix_web::test]
+async fn a_streamed_answer_ends_when_its_scanner_is_deleted_meanwhile() {
+    use actix_web::body::MessageBody;
+    use actix_web::{test, web, App};
+    let (kura, _dir) = start_kura().await;
+    let c = client_over(&kura, Limits::default()).await;
+    c.create_table("t", &["cf"], 1).await;
+    let bin = [("Content-Type", "application/octet-stream")];
+    for i in 0..5 {
+        let r = c
+            .req(
+                Method::PUT,
+                &format!("/t/r{i}/cf:a"),
+                &bin,
+                vec![b'v'; 8 << 20],
+            )
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    let url = open_scanner(&c, &serde_json::json!({})).await;
+    // The streamed GET through a service of our own, so that its body can be left unread.
+    let state = web::Data::new(kura::state::AppState {
+        kura: kura.clone(),
+        limits: Limits::default(),
+    });
+    let app = test::init_service(App::new().app_data(state).configure(kura::configure)).await;
+    let req = test::TestRequest::get()
+        .uri(&url)
+        .insert_header(("Accept", "application/json"))
+        .to_request();
+    let resp = test::call_service(&app, req).await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut got = Vec::new();
+    let first = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_next(cx))
+        .await
+        .expect("a first piece")
+        .expect("no error");
+    got.extend_from_slice(&first);
+    assert_eq!(
+        c.delete(&url).await.status,
+        200,
+        "deleted while the answer waits"
+    );
+    assert_eq!(c.get_json(&url).await.status, 404);
+    while let Some(piece) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_next(cx)).await
+    {
+        got.extend_from_slice(&piece.expect("no error"));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&got).expect("a well-formed CellSet");
+    assert_eq!(
+        row_keys(&v),
+        vec!["r0", "r1", "r2", "r3"],
+        "nothing after the delete"
+    );
+}

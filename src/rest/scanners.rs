@@ -312,8 +312,10 @@ impl Scanner {
                 // The limit counts the rows returned: the store's count only when no row it
                 // returns can be dropped by `finish`.
                 limit: self.remaining.filter(|_| !self.filter.strips()),
+                // Still no more rows per page than the limit asks (the loop goes on if the
+                // filter drops some).
                 page: ScanLimits {
-                    max_rows: 256,
+                    max_rows: self.remaining.map_or(256, |r| r.clamp(1, 256)),
                     ..ScanLimits::default()
                 },
             };
@@ -416,6 +418,13 @@ pub fn open_count(state: &AppState) -> usize {
 }
 
 impl Registry {
+    /// Whether scanner `id` is still `scanner` (not deleted, swept or replaced).
+    fn holds(&self, id: &str, scanner: &Shared) -> bool {
+        self.scanners
+            .get(id)
+            .is_some_and(|s| Arc::ptr_eq(&*s, scanner))
+    }
+
     /// Closes every scanner idle for longer than `idle`.
     fn sweep(&self, idle: Duration) {
         self.scanners.retain(|_, s| match s.try_lock() {
@@ -551,15 +560,16 @@ async fn next(
     state: &AppState,
     table: &str,
     id: &str,
-    reg: &Registry,
+    reg: &Arc<Registry>,
 ) -> ApiResult<HttpResponse> {
     let shared = reg
         .scanners
         .get(id)
         .map(|s| s.clone())
         .ok_or(ApiError::NotFound)?;
-    let mut s = shared.lock_owned().await;
-    if s.table != table {
+    let mut s = shared.clone().lock_owned().await;
+    // Deleted or swept while this GET waited for it.
+    if s.table != table || !reg.holds(id, &shared) {
         return Err(ApiError::NotFound);
     }
     s.last_used = Instant::now();
@@ -599,7 +609,11 @@ async fn next(
             .content_type(repr.content_type())
             .body(cellset::render(repr, &rows)));
     }
-    // More than one piece: stream the rest, holding the scanner (a concurrent GET of it waits).
+    // More than one piece: stream the rest, taking the scanner for each piece only, so that a
+    // client that stops reading does not hold it: it can then be swept or deleted, which ends
+    // the stream at its next piece.
+    drop(s);
+    let (reg, id) = (reg.clone(), id.to_string());
     let mut out = String::from(cellset::open(repr));
     let mut first = true;
     push_rows(&mut out, repr, &mut first, &rows, None);
@@ -608,36 +622,45 @@ async fn next(
         rows: max_rows.map(|m| m - rows.len()),
     };
     let stream = futures::stream::unfold(
-        (Some(out), Some((s, left, first))),
-        move |(pending, scanner)| async move {
-            if let Some(out) = pending {
-                return Some((Ok(web::Bytes::from(out)), (None, scanner)));
-            }
-            let (mut s, left, mut first) = scanner?;
-            let mut out = String::new();
-            let (rows, capped) = if left.cells == 0 || left.rows == Some(0) {
-                (Vec::new(), false)
-            } else {
-                match s.next_cells_capped(left.cells, left.rows).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "scanner failed mid-answer");
-                        let err = actix_web::error::ErrorServiceUnavailable(e.to_string());
-                        return Some((Err(err), (None, None)));
-                    }
+        (Some(out), Some((shared, left, first))),
+        move |(pending, scanner)| {
+            let (reg, id) = (reg.clone(), id.clone());
+            async move {
+                if let Some(out) = pending {
+                    return Some((Ok(web::Bytes::from(out)), (None, scanner)));
                 }
-            };
-            s.last_used = Instant::now();
-            push_rows(&mut out, repr, &mut first, &rows, None);
-            if !capped || rows.is_empty() {
-                out.push_str(cellset::close(repr));
-                return Some((Ok(web::Bytes::from(out)), (None, None)));
+                let (shared, left, mut first) = scanner?;
+                let mut s = shared.clone().lock_owned().await;
+                let mut out = String::new();
+                let (rows, capped) =
+                    if left.cells == 0 || left.rows == Some(0) || !reg.holds(&id, &shared) {
+                        (Vec::new(), false)
+                    } else {
+                        match s.next_cells_capped(left.cells, left.rows).await {
+                            Ok(r) => r,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "scanner failed mid-answer");
+                                let err = actix_web::error::ErrorServiceUnavailable(e.to_string());
+                                return Some((Err(err), (None, None)));
+                            }
+                        }
+                    };
+                s.last_used = Instant::now();
+                drop(s);
+                push_rows(&mut out, repr, &mut first, &rows, None);
+                if !capped || rows.is_empty() {
+                    out.push_str(cellset::close(repr));
+                    return Some((Ok(web::Bytes::from(out)), (None, None)));
+                }
+                let left = Left {
+                    cells: left.cells - rows.iter().map(|r| r.cells.len()).sum::<usize>(),
+                    rows: left.rows.map(|m| m - rows.len()),
+                };
+                Some((
+                    Ok(web::Bytes::from(out)),
+                    (None, Some((shared, left, first))),
+                ))
             }
-            let left = Left {
-                cells: left.cells - rows.iter().map(|r| r.cells.len()).sum::<usize>(),
-                rows: left.rows.map(|m| m - rows.len()),
-            };
-            Some((Ok(web::Bytes::from(out)), (None, Some((s, left, first)))))
         },
     );
     Ok(HttpResponse::Ok()
@@ -687,8 +710,11 @@ impl StreamState {
     async fn page(&mut self) -> Result<Vec<Row>, kura_actors::ActorError> {
         let mut req = self.req.clone();
         if self.filter.as_ref().is_some_and(PreparedFilter::strips) {
-            // `finish` may drop rows: the limit counts the rows it keeps (below).
-            req.limit = None;
+            // `finish` may drop rows: the limit counts the rows it keeps (below), and bounds
+            // each page read (the next page follows if the filter dropped some).
+            if let Some(l) = req.limit.take() {
+                req.page.max_rows = req.page.max_rows.min(l.max(1));
+            }
         }
         let page = self.kura.scan(&self.table, req).await?;
         if let Some(last) = page.rows.last() {
