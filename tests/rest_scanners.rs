@@ -375,6 +375,30 @@ async fn an_unlimited_scanner_get_returns_every_row_even_past_32_mib() {
     assert_eq!(cells_of(&v).len(), 8);
     let v = c.get_json(&url).await.json();
     assert_eq!(row_keys(&v), vec!["r4"]);
+    // XML, streamed the same way, is one well-formed CellSet of every row.
+    let url = open_scanner(&c, &serde_json::json!({})).await;
+    let r = c.get(&url, "text/xml").await;
+    assert_eq!(r.status, 200);
+    let mut reader = quick_xml::Reader::from_reader(r.body.as_slice());
+    let (mut rows, mut cells, mut depth) = (0, 0, 0i32);
+    let mut buf = Vec::new();
+    loop {
+        match reader.read_event_into(&mut buf).expect("well-formed XML") {
+            quick_xml::events::Event::Start(e) => {
+                depth += 1;
+                match e.name().as_ref() {
+                    b"Row" => rows += 1,
+                    b"Cell" => cells += 1,
+                    _ => {}
+                }
+            }
+            quick_xml::events::Event::End(_) => depth -= 1,
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+        buf.clear();
+    }
+    assert_eq!((rows, cells, depth), (5, 10, 0));
 }
 
 /// A streamed scanner answer takes the scanner for one piece at a time: while its client is
