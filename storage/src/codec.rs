@@ -18,9 +18,13 @@ use bincode::config::{Configuration, Limit, LittleEndian, Varint};
 pub const FORMAT_VERSION: u8 = 1;
 
 /// Version of the log format, written into each log's header. Version 2 added the optional
-/// idempotency field at the end of a log record; logs of version 1 are still read (and never
-/// appended to: recovery starts a new log). Segments and manifests are still version 1.
-pub const LOG_FORMAT_VERSION: u8 = 2;
+/// idempotency field at the end of a log record; version 4 the log length known fsynced when
+/// the record was written (`durable`, which tells a torn unsynced tail from damage to synced
+/// frames). There is no version 3: the header byte has no checksum, and one flipped bit must
+/// not turn a known version into another (3 is one bit from 1 and from 2; 4 is two bits from
+/// each). Logs of versions 1 and 2 are still read (and never appended to: recovery starts a
+/// new log). Segments and manifests are still version 1.
+pub const LOG_FORMAT_VERSION: u8 = 4;
 
 /// Largest payload a log frame or the manifest may hold (64 MiB): checked before allocating.
 pub const MAX_FRAME: usize = 64 << 20;

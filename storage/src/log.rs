@@ -1,7 +1,7 @@
 //! The region's append-only log (our WAL): one frame per committed row operation.
 //!
-//! File: `header (8) | frame*`, header = `b"KURALOG"` + log format version (2; version-1 logs,
-//! whose records have no idempotency field, are still read). Frame =
+//! File: `header (8) | frame*`, header = `b"KURALOG"` + log format version (4; versions 1 and 2,
+//! whose records lack fields, are still read). Frame =
 //! `[u32 len LE][u32 crc32 LE of payload][payload]`, payload = a bincode [`LogRecord`]
 //! (see [`crate::codec`]).
 //!
@@ -13,7 +13,9 @@
 //! 3. Reading checks a frame's length against [`MAX_FRAME`] and the bytes left in the file
 //!    before allocating, and its CRC before decoding.
 //! 4. A frame is either whole and valid or treated as absent; recovery stops at the first bad
-//!    frame. It is a *torn tail* when nothing valid could follow it: the frame runs past the
+//!    frame. In a version-4 log it is a *torn tail* unless a later valid frame's `durable`
+//!    shows it had been fsynced. In older logs it is a *torn tail* when nothing valid could
+//!    follow it: the frame runs past the
 //!    end of the file, or it ends exactly at the end of the file, or only zero bytes follow,
 //!    and no valid frame starts anywhere after it.
 
@@ -33,9 +35,10 @@ fn header() -> [u8; 8] {
     h
 }
 
-/// The log format versions this reader understands (1: no idempotency field).
+/// The log format versions this reader understands (1: no idempotency field; 2: no
+/// `durable` field; see [`LOG_FORMAT_VERSION`] for the missing 3).
 fn known_version(v: u8) -> bool {
-    v == 1 || v == LOG_FORMAT_VERSION
+    matches!(v, 1 | 2) || v == LOG_FORMAT_VERSION
 }
 
 /// One cell effect inside a [`LogRecord`].
@@ -63,6 +66,37 @@ pub(crate) struct LogRecord {
     /// with its effects (`cells` may then be empty: a failed check, or a key re-logged when
     /// the log was rotated).
     pub idem: Option<LogIdem>,
+}
+
+/// A [`LogRecord`] as the writer encodes it (format version 4): the same fields, borrowed, and
+/// `durable`, the log length known fsynced when it was written. A valid frame after damage at
+/// offset D whose `durable` exceeds D proves the damaged bytes had been fsynced: not a torn
+/// tail (FORMAT.md §4.3).
+#[derive(bincode::Encode)]
+struct LogRecordOut<'a> {
+    seq: u64,
+    clock: i64,
+    row: &'a [u8],
+    cells: &'a [LogCell],
+    idem: &'a Option<LogIdem>,
+    durable: Option<u64>,
+}
+
+/// Append `rec`'s payload in the current format (version 4: with `durable`) to `out`.
+pub(crate) fn encode_record(
+    rec: &LogRecord,
+    durable: Option<u64>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let r = LogRecordOut {
+        seq: rec.seq,
+        clock: rec.clock,
+        row: &rec.row,
+        cells: &rec.cells,
+        idem: &rec.idem,
+        durable,
+    };
+    codec::encode_into(&r, out)
 }
 
 /// An idempotency key and the outcome it answers with (format version 2).
@@ -105,6 +139,18 @@ pub(crate) struct LogRecordRef<'a> {
     pub row: &'a [u8],
     pub cells: Vec<LogCellRef<'a>>,
     pub idem: Option<LogIdem>,
+    /// Version 4: the log length known fsynced when the record was written (`None` before).
+    pub durable: Option<u64>,
+}
+
+/// A version-2 record (no `durable` field), decoded in place.
+#[derive(bincode::BorrowDecode)]
+struct LogRecordRefV2<'a> {
+    seq: u64,
+    clock: i64,
+    row: &'a [u8],
+    cells: Vec<LogCellRef<'a>>,
+    idem: Option<LogIdem>,
 }
 
 /// A version-1 record (no idempotency field), decoded in place.
@@ -134,17 +180,31 @@ fn check_record(rec: &LogRecordRef<'_>) -> std::result::Result<(), String> {
 }
 
 fn decode_record(version: u8, payload: &[u8]) -> Result<LogRecordRef<'_>> {
-    if version == 1 {
-        let r: LogRecordRefV1<'_> = codec::decode_borrowed(payload)?;
-        return Ok(LogRecordRef {
-            seq: r.seq,
-            clock: r.clock,
-            row: r.row,
-            cells: r.cells,
-            idem: None,
-        });
+    match version {
+        1 => {
+            let r: LogRecordRefV1<'_> = codec::decode_borrowed(payload)?;
+            Ok(LogRecordRef {
+                seq: r.seq,
+                clock: r.clock,
+                row: r.row,
+                cells: r.cells,
+                idem: None,
+                durable: None,
+            })
+        }
+        2 => {
+            let r: LogRecordRefV2<'_> = codec::decode_borrowed(payload)?;
+            Ok(LogRecordRef {
+                seq: r.seq,
+                clock: r.clock,
+                row: r.row,
+                cells: r.cells,
+                idem: r.idem,
+                durable: None,
+            })
+        }
+        _ => codec::decode_borrowed(payload),
     }
-    codec::decode_borrowed(payload)
 }
 
 /// Appends frames to the active log file.
@@ -168,6 +228,9 @@ pub(crate) struct LogWriter {
     /// Frames up to here belong to answered (acknowledged) batches; past it, to batches not yet
     /// answered, which [`LogWriter::discard_unkept`] removes when the store is poisoned.
     kept: u64,
+    /// Bytes known fsynced (stamped into each record as `durable`). At open, only the header:
+    /// what a recovery read back may still have been in the page cache only.
+    synced: u64,
 }
 
 impl LogWriter {
@@ -191,6 +254,7 @@ impl LogWriter {
             pending: Vec::new(),
             unsynced: false,
             kept: LOG_HEADER_LEN,
+            synced: LOG_HEADER_LEN,
         };
         w.extend_to(LOG_HEADER_LEN + 1)?;
         w.file.sync().map_err(|e| Error::io(path, e))?;
@@ -218,6 +282,7 @@ impl LogWriter {
             pending: Vec::new(),
             unsynced: false,
             kept: len,
+            synced: LOG_HEADER_LEN,
         })
     }
 
@@ -252,7 +317,7 @@ impl LogWriter {
     pub(crate) fn add(&mut self, rec: &LogRecord) -> Result<()> {
         let start = self.pending.len();
         self.pending.extend_from_slice(&[0u8; FRAME_HEADER]);
-        if let Err(e) = codec::encode_into(rec, &mut self.pending) {
+        if let Err(e) = encode_record(rec, Some(self.synced), &mut self.pending) {
             self.pending.truncate(start);
             return Err(e);
         }
@@ -290,6 +355,7 @@ impl LogWriter {
         self.file.sync().map_err(|e| Error::io(&self.path, e))?;
         self.unsynced = false;
         self.kept = self.len;
+        self.synced = self.len;
         Ok(())
     }
 
@@ -329,6 +395,7 @@ impl LogWriter {
             self.unsynced = false;
         }
         self.kept = self.kept.max(len.min(self.len));
+        self.synced = self.synced.max(len.min(self.len));
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -373,6 +440,36 @@ fn valid_frame_within(rest: &[u8]) -> bool {
             && i + FRAME_HEADER + len <= rest.len()
             && crc32fast::hash(&rest[i + FRAME_HEADER..i + FRAME_HEADER + len]) == crc
     })
+}
+
+/// Version 4: whether a valid frame after offset `at` proves the bytes at `at` had been
+/// fsynced, its record's `durable` (the log length known fsynced when it was written) being
+/// past `at`. Without such a frame, damage at `at` can be a power cut tearing unsynced writes,
+/// whatever follows it (a later page of the same unsynced batch may have reached the disk
+/// before an earlier one). A frame whose checksum holds but whose record does not decode is
+/// taken as proof too: no torn write makes one.
+fn fsynced_before_a_later_frame(bytes: &[u8], at: usize, version: u8) -> bool {
+    let mut i = at + 1;
+    while i + FRAME_HEADER <= bytes.len() {
+        let (len, crc) = frame_header(&bytes[i..]);
+        let end = i + FRAME_HEADER + len;
+        if len > 0
+            && len <= MAX_FRAME
+            && end <= bytes.len()
+            && crc32fast::hash(&bytes[i + FRAME_HEADER..end]) == crc
+        {
+            match decode_record(version, &bytes[i + FRAME_HEADER..end]) {
+                Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return true,
+                Ok(_) => {
+                    i = end;
+                    continue;
+                }
+                Err(_) => return true,
+            }
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Replay the valid prefix of a log. Records are folded, in log order, into chunk accumulators
@@ -694,7 +791,9 @@ fn walk<T>(
             } else {
                 ("frame length over the limit", false)
             };
-            if classify {
+            if classify && version >= 4 {
+                tail = !fsynced_before_a_later_frame(bytes, at, version);
+            } else if classify {
                 let all_zero = rest.iter().all(|b| *b == 0);
                 tail = (tail || all_zero) && !valid_frame_within(&rest[1..]);
             }
@@ -702,8 +801,12 @@ fn walk<T>(
         }
         let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
         if crc32fast::hash(payload) != crc {
-            let ends_file = FRAME_HEADER + len == rest.len();
-            let tail = ends_file || (classify && !valid_frame_within(&rest[1..]));
+            let tail = if classify && version >= 4 {
+                !fsynced_before_a_later_frame(bytes, at, version)
+            } else {
+                let ends_file = FRAME_HEADER + len == rest.len();
+                ends_file || (classify && !valid_frame_within(&rest[1..]))
+            };
             return Ok(bad(damage("frame checksum mismatch", tail)));
         }
         let rec: LogRecordRef<'_> = match decode_record(version, payload) {
@@ -757,8 +860,9 @@ mod tests {
         for i in 0..n {
             w.add(&rec(i)).unwrap();
             w.write_pending().unwrap();
+            // Each batch acknowledged in `Sync` durability: fsynced before the next.
+            w.sync().unwrap();
         }
-        w.sync().unwrap();
         w.len()
     }
 

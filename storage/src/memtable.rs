@@ -262,7 +262,7 @@ mod tests {
         let (mut bytes, mut ranges) = (Vec::new(), Vec::new());
         for r in records {
             let start = bytes.len();
-            crate::codec::encode_into(r, &mut bytes).unwrap();
+            crate::log::encode_record(r, None, &mut bytes).unwrap();
             ranges.push(start..bytes.len());
         }
         (bytes, ranges)

@@ -719,7 +719,7 @@ mod tests {
                 }],
                 idem: None,
             };
-            crate::codec::encode_into(&rec, &mut log).unwrap();
+            crate::log::encode_record(&rec, None, &mut log).unwrap();
             ranges.push(start..log.len());
         }
         let map: Arc<dyn FileBytes> = Arc::new(log);
@@ -778,7 +778,7 @@ mod tests {
                 }],
                 idem: None,
             };
-            crate::codec::encode_into(&rec, &mut log).unwrap();
+            crate::log::encode_record(&rec, None, &mut log).unwrap();
             ranges.push(start..log.len());
         }
         let map: Arc<dyn FileBytes> = Arc::new(log);
@@ -834,7 +834,7 @@ mod tests {
                 }],
                 idem: None,
             };
-            crate::codec::encode_into(&rec, &mut log).unwrap();
+            crate::log::encode_record(&rec, None, &mut log).unwrap();
             ranges.push(start..log.len());
         }
         let map: Arc<dyn FileBytes> = Arc::new(log);
