@@ -317,7 +317,10 @@ impl LogWriter {
     pub(crate) fn add(&mut self, rec: &LogRecord) -> Result<()> {
         let start = self.pending.len();
         self.pending.extend_from_slice(&[0u8; FRAME_HEADER]);
-        if let Err(e) = encode_record(rec, Some(self.synced), &mut self.pending) {
+        // Stamped on the first frame of each write: the others of the batch would carry the
+        // same value, and `None` costs one byte.
+        let durable = (start == 0).then_some(self.synced);
+        if let Err(e) = encode_record(rec, durable, &mut self.pending) {
             self.pending.truncate(start);
             return Err(e);
         }
