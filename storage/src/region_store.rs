@@ -84,7 +84,8 @@ pub enum RecoveryMode {
     /// Replay up to the first bad frame, truncate the log there, report what was dropped.
     #[default]
     PointInTime,
-    /// Refuse to open if damage is found anywhere but a torn last frame.
+    /// Refuse to open on damage to log frames known fsynced (FORMAT.md §4.3); a torn unsynced
+    /// tail is cut as in point-in-time recovery.
     Strict,
 }
 
