@@ -13,11 +13,11 @@
 //! 3. Reading checks a frame's length against [`MAX_FRAME`] and the bytes left in the file
 //!    before allocating, and its CRC before decoding.
 //! 4. A frame is either whole and valid or treated as absent; recovery stops at the first bad
-//!    frame. In a version-4 log it is a *torn tail* unless a later valid frame's `durable`
-//!    shows it had been fsynced. In older logs it is a *torn tail* when nothing valid could
-//!    follow it: the frame runs past the
+//!    frame. It is a *torn tail* when nothing valid could follow it: the frame runs past the
 //!    end of the file, or it ends exactly at the end of the file, or only zero bytes follow,
-//!    and no valid frame starts anywhere after it.
+//!    and no valid frame starts anywhere after it. In a version-4 log also when a zero sector
+//!    lies between it and the next valid frame and no later frame's `durable` shows it had
+//!    been fsynced (FORMAT.md §4.3).
 
 use crate::codec::{self, LOG_FORMAT_VERSION, MAX_FRAME};
 use crate::error::{Error, Result};
@@ -445,6 +445,36 @@ fn valid_frame_within(rest: &[u8]) -> bool {
     })
 }
 
+/// Version 4: whether the damage at `at`, though valid frames follow it, is what a power cut
+/// leaves of an unsynced write: a sector of it never reached the disk (an aligned 512-byte
+/// block of zeros, the preallocated bytes it was written over, lies between `at` and the next
+/// valid frame), and no later frame proves the bytes at `at` had been fsynced
+/// ([`fsynced_before_a_later_frame`]). Anything else, a flipped bit or garbage, stays mid-log
+/// damage whatever follows it.
+fn lost_unsynced_sector(bytes: &[u8], at: usize, version: u8) -> bool {
+    const SECTOR: usize = 512;
+    let next = (at + 1..bytes.len())
+        .find(|&i| valid_frame_at(bytes, i))
+        .unwrap_or(bytes.len());
+    let zero_sector = (at.div_ceil(SECTOR) * SECTOR..next)
+        .step_by(SECTOR)
+        .take_while(|s| s + SECTOR <= next)
+        .any(|s| bytes[s..s + SECTOR].iter().all(|b| *b == 0));
+    zero_sector && !fsynced_before_a_later_frame(bytes, at, version)
+}
+
+/// Whether a valid frame (plausible length, matching checksum) starts at offset `i`.
+fn valid_frame_at(bytes: &[u8], i: usize) -> bool {
+    if i + FRAME_HEADER > bytes.len() {
+        return false;
+    }
+    let (len, crc) = frame_header(&bytes[i..]);
+    len > 0
+        && len <= MAX_FRAME
+        && i + FRAME_HEADER + len <= bytes.len()
+        && crc32fast::hash(&bytes[i + FRAME_HEADER..i + FRAME_HEADER + len]) == crc
+}
+
 /// Version 4: whether a valid frame after offset `at` proves the bytes at `at` had been
 /// fsynced, its record's `durable` (the log length known fsynced when it was written) being
 /// past `at`. Without such a frame, damage at `at` can be a power cut tearing unsynced writes,
@@ -794,22 +824,20 @@ fn walk<T>(
             } else {
                 ("frame length over the limit", false)
             };
-            if classify && version >= 4 {
-                tail = !fsynced_before_a_later_frame(bytes, at, version);
-            } else if classify {
+            if classify {
                 let all_zero = rest.iter().all(|b| *b == 0);
                 tail = (tail || all_zero) && !valid_frame_within(&rest[1..]);
+                tail = tail || (version >= 4 && lost_unsynced_sector(bytes, at, version));
             }
             return Ok(bad(damage(reason, tail)));
         }
         let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
         if crc32fast::hash(payload) != crc {
-            let tail = if classify && version >= 4 {
-                !fsynced_before_a_later_frame(bytes, at, version)
-            } else {
-                let ends_file = FRAME_HEADER + len == rest.len();
-                ends_file || (classify && !valid_frame_within(&rest[1..]))
-            };
+            let ends_file = FRAME_HEADER + len == rest.len();
+            let tail = ends_file
+                || (classify
+                    && (!valid_frame_within(&rest[1..])
+                        || (version >= 4 && lost_unsynced_sector(bytes, at, version))));
             return Ok(bad(damage("frame checksum mismatch", tail)));
         }
         let rec: LogRecordRef<'_> = match decode_record(version, payload) {

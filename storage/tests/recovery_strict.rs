@@ -171,7 +171,7 @@ fn strict_mode_tells_an_unsynced_torn_batch_from_damage_to_synced_frames() {
             .map(|i| {
                 WriteOp::Mutate(RowMutation {
                     row: format!("c{i:02}").into_bytes(),
-                    mutations: vec![put("one", "q", Some(1), &"x".repeat(300))],
+                    mutations: vec![put("one", "q", Some(1), &"x".repeat(1000))],
                 })
             })
             .collect();
@@ -187,26 +187,106 @@ fn strict_mode_tells_an_unsynced_torn_batch_from_damage_to_synced_frames() {
         recovery: RecoveryMode::Strict,
         ..opts()
     };
-    // A lost page inside the last batch: its 4th frame onwards partly zeroed, later frames whole.
+    // A page of the last batch never reached the disk: a 4 KiB-aligned page back to the
+    // preallocated zeros, the frames after it whole.
+    let page = (f[8].0 / 4096 + 1) * 4096;
+    assert!(page + 4096 < f[21].0, "the page lies inside the batch");
+    let torn_frame = f.iter().position(|r| r.1 > page).unwrap();
     let mut torn = good.clone();
-    torn[f[5].0 + 3..f[7].1].fill(0);
+    torn[page..page + 4096].fill(0);
     fs.write_file(&log, &torn).unwrap();
     let (s, report) = open_sim(&fs, strict()).expect("a torn unsynced batch is a tail");
-    assert_eq!(report.truncated_at, Some(f[5].0 as u64));
+    assert_eq!(report.truncated_at, Some(f[torn_frame].0 as u64));
     assert_eq!(cells(&s, "b", &read(1)).len(), 1);
+    let last_kept = format!("c{:02}", torn_frame - 3);
     assert_eq!(
-        cells(&s, "c02", &read(1)).len(),
+        cells(&s, &last_kept, &read(1)).len(),
         1,
         "frames before the tear kept"
     );
-    assert!(cells(&s, "c03", &read(1)).is_empty());
     drop(s);
-    // The same damage in the second batch, which the last one proves was fsynced: refused.
+    // The first two batches lost the same way: the last batch proves they were fsynced.
     let mut bad = good.clone();
-    bad[f[1].0 + 3..f[1].1].fill(0);
+    bad[f[0].0..f[1].1].fill(0);
     fs.write_file(&log, &bad).unwrap();
     match open_sim(&fs, strict()) {
-        Err(Error::Corruption { offset, .. }) => assert_eq!(offset, f[1].0 as u64),
+        Err(Error::Corruption { offset, .. }) => assert_eq!(offset, f[0].0 as u64),
         other => panic!("expected corruption, got {:?}", other.map(|(_, r)| r)),
     }
+}
+
+/// A flipped bit is never what a power cut leaves: Strict refuses it when valid frames follow,
+/// even in the last acknowledged batches, which no later frame proves were fsynced (from an
+/// audit of log format 4).
+#[test]
+fn strict_mode_refuses_a_flipped_bit_in_acknowledged_frames_that_nothing_proves_fsynced() {
+    let ops = |p: &str, n: usize| -> Vec<WriteOp> {
+        (0..n)
+            .map(|i| {
+                WriteOp::Mutate(RowMutation {
+                    row: format!("{p}{i}").into_bytes(),
+                    mutations: vec![put("one", "q", Some(1), "v")],
+                })
+            })
+            .collect()
+    };
+    let strict = || StoreOptions {
+        recovery: RecoveryMode::Strict,
+        ..StoreOptions::new(families())
+    };
+    let flip_and_open = |fs: &SimFs, frame: usize| {
+        let log = log_files(fs).pop().unwrap();
+        let mut b = fs.read_file(&log).unwrap();
+        let f = frames(&b);
+        b[f[frame].1 - 2] ^= 0x10;
+        fs.write_file(&log, &b).unwrap();
+        open_sim(fs, strict()).map(|(_, r)| r)
+    };
+    // The last acknowledged batch.
+    let fs = SimFs::new();
+    {
+        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        mutate(&mut s, "a", vec![put("one", "q", Some(1), "x")]);
+        for r in s.write_batch(ops("b", 5)) {
+            r.unwrap();
+        }
+    }
+    assert!(matches!(
+        flip_and_open(&fs, 2),
+        Err(Error::Corruption { .. })
+    ));
+    // Two pipelined batches, both fsynced and acknowledged.
+    let fs = SimFs::new();
+    {
+        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        mutate(&mut s, "a", vec![put("one", "q", Some(1), "x")]);
+        let (r1, s1) = s.write_batch_deferred(ops("b", 1));
+        let (r2, s2) = s.write_batch_deferred(ops("c", 1));
+        let (s1, s2) = (s1.unwrap(), s2.unwrap());
+        let (o1, o2) = (s1.run(), s2.run());
+        s.finish_sync(s1, o1).unwrap();
+        s.finish_sync(s2, o2).unwrap();
+        r1.into_iter().chain(r2).for_each(|r| {
+            r.unwrap();
+        });
+    }
+    assert!(matches!(
+        flip_and_open(&fs, 1),
+        Err(Error::Corruption { .. })
+    ));
+    // A write after a reopen, the flip before it.
+    let fs = SimFs::new();
+    {
+        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        mutate(&mut s, "a", vec![put("one", "q", Some(1), "x")]);
+        mutate(&mut s, "b", vec![put("one", "q", Some(1), "x")]);
+    }
+    {
+        let (mut s, _) = open_sim(&fs, strict()).unwrap();
+        mutate(&mut s, "c", vec![put("one", "q", Some(1), "x")]);
+    }
+    assert!(matches!(
+        flip_and_open(&fs, 1),
+        Err(Error::Corruption { .. })
+    ));
 }
