@@ -32,7 +32,7 @@ pub enum DurabilityArg {
 pub enum RecoveryArg {
     /// Replay to the first bad frame and truncate the log there.
     PointInTime,
-    /// Refuse to start on damage to log frames known fsynced (a torn unsynced tail is cut).
+    /// Refuse to start on log damage other than a torn tail (what a crash leaves of unsynced writes).
     Strict,
 }
 

@@ -84,8 +84,8 @@ pub enum RecoveryMode {
     /// Replay up to the first bad frame, truncate the log there, report what was dropped.
     #[default]
     PointInTime,
-    /// Refuse to open on damage to log frames known fsynced (FORMAT.md §4.3); a torn unsynced
-    /// tail is cut as in point-in-time recovery.
+    /// Refuse to open on log damage other than a torn tail (FORMAT.md §4.3: what a crash leaves
+    /// of unsynced writes), which is cut as in point-in-time recovery.
     Strict,
 }
 
