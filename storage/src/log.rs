@@ -434,73 +434,68 @@ fn frame_header(rest: &[u8]) -> (usize, u32) {
     (len, crc)
 }
 
-/// True if a valid frame starts at any offset of `rest`.
-fn valid_frame_within(rest: &[u8]) -> bool {
-    (0..rest.len().saturating_sub(FRAME_HEADER)).any(|i| {
-        let (len, crc) = frame_header(&rest[i..]);
-        len > 0
-            && len <= MAX_FRAME
-            && i + FRAME_HEADER + len <= rest.len()
-            && crc32fast::hash(&rest[i + FRAME_HEADER..i + FRAME_HEADER + len]) == crc
-    })
-}
-
-/// Version 4: whether the damage at `at`, though valid frames follow it, is what a power cut
-/// leaves of an unsynced write: a sector of it never reached the disk (an aligned 512-byte
-/// block of zeros, the preallocated bytes it was written over, lies between `at` and the next
-/// valid frame), and no later frame proves the bytes at `at` had been fsynced
-/// ([`fsynced_before_a_later_frame`]). Anything else, a flipped bit or garbage, stays mid-log
-/// damage whatever follows it.
-fn lost_unsynced_sector(bytes: &[u8], at: usize, version: u8) -> bool {
-    const SECTOR: usize = 512;
-    let next = (at + 1..bytes.len())
-        .find(|&i| valid_frame_at(bytes, i))
-        .unwrap_or(bytes.len());
-    let zero_sector = (at.div_ceil(SECTOR) * SECTOR..next)
-        .step_by(SECTOR)
-        .take_while(|s| s + SECTOR <= next)
-        .any(|s| bytes[s..s + SECTOR].iter().all(|b| *b == 0));
-    zero_sector && !fsynced_before_a_later_frame(bytes, at, version)
-}
-
-/// Whether a valid frame (plausible length, matching checksum) starts at offset `i`.
-fn valid_frame_at(bytes: &[u8], i: usize) -> bool {
-    if i + FRAME_HEADER > bytes.len() {
+/// Whether damage at `at` is a torn tail (invariant 4; FORMAT.md §4.3). `looks_torn`: the bad
+/// frame itself is what a torn write leaves (it runs past the end of the file or ends at it,
+/// or only zeros follow). The file after `at` is scanned once for the next valid frame; a
+/// version-4 log is read on from there for a proof that `at` had been fsynced.
+fn torn_tail(bytes: &[u8], at: usize, looks_torn: bool, version: u8) -> bool {
+    if !looks_torn && version < 4 {
         return false;
     }
-    let (len, crc) = frame_header(&bytes[i..]);
-    len > 0
-        && len <= MAX_FRAME
-        && i + FRAME_HEADER + len <= bytes.len()
-        && crc32fast::hash(&bytes[i + FRAME_HEADER..i + FRAME_HEADER + len]) == crc
+    let next = (at + 1..bytes.len()).find(|&i| valid_frame_end(bytes, i).is_some());
+    (looks_torn && next.is_none())
+        || (version >= 4 && lost_unsynced_sector(bytes, at, next, version))
 }
 
-/// Version 4: whether a valid frame after offset `at` proves the bytes at `at` had been
-/// fsynced, its record's `durable` (the log length known fsynced when it was written) being
-/// past `at`. Without such a frame, damage at `at` can be a power cut tearing unsynced writes,
-/// whatever follows it (a later page of the same unsynced batch may have reached the disk
-/// before an earlier one). A frame whose checksum holds but whose record does not decode is
-/// taken as proof too: no torn write makes one.
-fn fsynced_before_a_later_frame(bytes: &[u8], at: usize, version: u8) -> bool {
-    let mut i = at + 1;
-    while i + FRAME_HEADER <= bytes.len() {
-        let (len, crc) = frame_header(&bytes[i..]);
-        let end = i + FRAME_HEADER + len;
-        if len > 0
-            && len <= MAX_FRAME
-            && end <= bytes.len()
-            && crc32fast::hash(&bytes[i + FRAME_HEADER..end]) == crc
-        {
-            match decode_record(version, &bytes[i + FRAME_HEADER..end]) {
-                Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return true,
-                Ok(_) => {
-                    i = end;
-                    continue;
-                }
-                Err(_) => return true,
-            }
+/// Version 4: whether the damage at `at`, though valid frames may follow it (the first at
+/// `next`), is what a power cut leaves of an unsynced write: a sector of it never reached the
+/// disk (an aligned 512-byte block of zeros, the preallocated bytes it was written over, lies
+/// between `at` and the next valid frame), and no later frame proves the bytes at `at` had
+/// been fsynced ([`fsynced_before_a_later_frame`]). Anything else, a flipped bit or garbage,
+/// stays mid-log damage whatever follows it.
+fn lost_unsynced_sector(bytes: &[u8], at: usize, next: Option<usize>, version: u8) -> bool {
+    const SECTOR: usize = 512;
+    let end = next.unwrap_or(bytes.len());
+    let zero_sector = (at.div_ceil(SECTOR) * SECTOR..end)
+        .step_by(SECTOR)
+        .take_while(|s| s + SECTOR <= end)
+        .any(|s| bytes[s..s + SECTOR].iter().all(|b| *b == 0));
+    zero_sector && !next.is_some_and(|n| fsynced_before_a_later_frame(bytes, at, n, version))
+}
+
+/// Where the valid frame (plausible length, matching checksum) starting at offset `i` ends, if
+/// one does.
+fn valid_frame_end(bytes: &[u8], i: usize) -> Option<usize> {
+    if i + FRAME_HEADER > bytes.len() {
+        return None;
+    }
+    let (len, crc) = frame_header(&bytes[i..]);
+    let end = i + FRAME_HEADER + len;
+    (len > 0
+        && len <= MAX_FRAME
+        && end <= bytes.len()
+        && crc32fast::hash(&bytes[i + FRAME_HEADER..end]) == crc)
+        .then_some(end)
+}
+
+/// Version 4: whether a valid frame from offset `from` on (the first valid frame after `at`)
+/// proves the bytes at `at` had been fsynced, its record's `durable` (the log length known
+/// fsynced when it was written) being past `at`. Without such a frame, damage at `at` can be a
+/// power cut tearing unsynced writes, whatever follows it (a later page of the same unsynced
+/// batch may have reached the disk before an earlier one). A frame whose checksum holds but
+/// whose record does not decode is taken as proof too: no torn write makes one.
+fn fsynced_before_a_later_frame(bytes: &[u8], at: usize, from: usize, version: u8) -> bool {
+    let mut i = from;
+    while i < bytes.len() {
+        let Some(end) = valid_frame_end(bytes, i) else {
+            i += 1;
+            continue;
+        };
+        match decode_record(version, &bytes[i + FRAME_HEADER..end]) {
+            Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return true,
+            Ok(_) => i = end,
+            Err(_) => return true,
         }
-        i += 1;
     }
     false
 }
@@ -826,18 +821,14 @@ fn walk<T>(
             };
             if classify {
                 let all_zero = rest.iter().all(|b| *b == 0);
-                tail = (tail || all_zero) && !valid_frame_within(&rest[1..]);
-                tail = tail || (version >= 4 && lost_unsynced_sector(bytes, at, version));
+                tail = torn_tail(bytes, at, tail || all_zero, version);
             }
             return Ok(bad(damage(reason, tail)));
         }
         let payload = &rest[FRAME_HEADER..FRAME_HEADER + len];
         if crc32fast::hash(payload) != crc {
             let ends_file = FRAME_HEADER + len == rest.len();
-            let tail = ends_file
-                || (classify
-                    && (!valid_frame_within(&rest[1..])
-                        || (version >= 4 && lost_unsynced_sector(bytes, at, version))));
+            let tail = ends_file || (classify && torn_tail(bytes, at, true, version));
             return Ok(bad(damage("frame checksum mismatch", tail)));
         }
         let rec: LogRecordRef<'_> = match decode_record(version, payload) {

@@ -698,38 +698,64 @@ mod tests {
     use super::*;
     use crate::log::{LogCell, LogRecord};
 
-    /// A counter's log: one cell rewritten many times. Dedup keeps one slot; the memory of the
-    /// others must go back, since `bytes` no longer counts them.
-    #[test]
-    fn memory_of_slots_left_out_by_dedup_is_given_back() {
-        let mut log = Vec::new();
-        let mut ranges = Vec::new();
-        for seq in 0..100_000u64 {
+    /// One put of `f:q` (or a family marker when `qualifier` is `None`) at `ts`.
+    fn record(
+        seq: u64,
+        row: Vec<u8>,
+        qualifier: Option<Vec<u8>>,
+        ts: i64,
+        kind: Kind,
+        value: Vec<u8>,
+    ) -> LogRecord {
+        LogRecord {
+            seq,
+            clock: 0,
+            row,
+            cells: vec![LogCell {
+                family: b"f".to_vec(),
+                qualifier,
+                ts,
+                kind: kind as u8,
+                value,
+            }],
+            idem: None,
+        }
+    }
+
+    /// `records` written as one log (log 0 of its maps) and replayed into one chunk.
+    fn replay(records: impl IntoIterator<Item = LogRecord>) -> (Maps, ReplayedChunk) {
+        let (mut log, mut ranges) = (Vec::new(), Vec::new());
+        for rec in records {
             let start = log.len();
-            let rec = LogRecord {
-                seq,
-                clock: 0,
-                row: b"counter".to_vec(),
-                cells: vec![LogCell {
-                    family: b"f".to_vec(),
-                    qualifier: Some(b"n".to_vec()),
-                    ts: 1,
-                    kind: Kind::Put as u8,
-                    value: seq.to_be_bytes().to_vec(),
-                }],
-                idem: None,
-            };
             crate::log::encode_record(&rec, None, &mut log).unwrap();
             ranges.push(start..log.len());
         }
         let map: Arc<dyn FileBytes> = Arc::new(log);
-        let mut b = ReplayedBuilder::default();
-        let i = b.add_log(map.clone()).unwrap();
         let mut chunk = ReplayedChunk::default();
         for r in ranges {
             let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
-            chunk.add(i, map.bytes().as_ptr(), &rec).unwrap();
+            chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
         }
+        (Maps(vec![map]), chunk)
+    }
+
+    /// A counter's log: one cell rewritten many times. Dedup keeps one slot; the memory of the
+    /// others must go back, since `bytes` no longer counts them.
+    #[test]
+    fn memory_of_slots_left_out_by_dedup_is_given_back() {
+        let (maps, chunk) = replay((0..100_000u64).map(|seq| {
+            let value = seq.to_be_bytes().to_vec();
+            record(
+                seq,
+                b"counter".to_vec(),
+                Some(b"n".to_vec()),
+                1,
+                Kind::Put,
+                value,
+            )
+        }));
+        let mut b = ReplayedBuilder::default();
+        b.add_log(maps.0[0].clone()).unwrap();
         b.absorb(chunk).unwrap();
         assert!(b.slots.capacity() >= 100_000);
         let t = b.build();
@@ -745,11 +771,8 @@ mod tests {
     /// several columns; repeated keys with equal seqs keep their arrival order.
     #[test]
     fn the_sort_by_prefixes_orders_as_whole_entries_compare() {
-        let mut log = Vec::new();
-        let mut ranges = Vec::new();
         // Enough that the group of rows starting with 16 zeros is sorted on two threads too.
-        for i in 0..(2 * PARALLEL_SORT_MIN as u64 + 999) {
-            let start = log.len();
+        let (maps, chunk) = replay((0..(2 * PARALLEL_SORT_MIN as u64 + 999)).map(|i| {
             let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 50_000;
             let row = match k % 7 {
                 0 => b"counter".to_vec(),
@@ -765,29 +788,8 @@ mod tests {
                 1 => (Some(vec![(k % 11) as u8]), Kind::Put),
                 _ => (Some(vec![(i % 3) as u8]), Kind::Put),
             };
-            let rec = LogRecord {
-                seq: i / 3,
-                clock: 0,
-                row,
-                cells: vec![LogCell {
-                    family: b"f".to_vec(),
-                    qualifier,
-                    ts: (i % 5) as i64,
-                    kind: kind as u8,
-                    value: vec![],
-                }],
-                idem: None,
-            };
-            crate::log::encode_record(&rec, None, &mut log).unwrap();
-            ranges.push(start..log.len());
-        }
-        let map: Arc<dyn FileBytes> = Arc::new(log);
-        let maps = Maps(vec![map.clone()]);
-        let mut chunk = ReplayedChunk::default();
-        for r in ranges {
-            let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
-            chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
-        }
+            record(i / 3, row, qualifier, (i % 5) as i64, kind, vec![])
+        }));
         let mut whole = chunk.slots.clone();
         whole.sort_by(|a, b| maps.cmp_slots(a, b));
         let mut one = chunk.slots.clone();
@@ -802,48 +804,24 @@ mod tests {
     /// a small stack, in the same order as whole entries compare.
     #[test]
     fn long_row_keys_sort_without_deep_recursion() {
-        let mut log = Vec::new();
-        let mut ranges = Vec::new();
         let long = |tail: u8| {
             let mut r = vec![b'k'; 64 << 10];
             r.push(tail);
             r
         };
-        for (i, row) in [
+        let rows = [
             long(2),
             b"z".to_vec(),
             long(1),
             long(2),
             b"a".to_vec(),
             long(1),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let start = log.len();
-            let rec = LogRecord {
-                seq: i as u64,
-                clock: 0,
-                row,
-                cells: vec![LogCell {
-                    family: b"f".to_vec(),
-                    qualifier: Some(b"q".to_vec()),
-                    ts: 1,
-                    kind: Kind::Put as u8,
-                    value: vec![],
-                }],
-                idem: None,
-            };
-            crate::log::encode_record(&rec, None, &mut log).unwrap();
-            ranges.push(start..log.len());
-        }
-        let map: Arc<dyn FileBytes> = Arc::new(log);
-        let maps = Maps(vec![map.clone()]);
-        let mut chunk = ReplayedChunk::default();
-        for r in ranges {
-            let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
-            chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
-        }
+        ];
+        let (maps, chunk) = replay(
+            rows.into_iter()
+                .enumerate()
+                .map(|(i, row)| record(i as u64, row, Some(b"q".to_vec()), 1, Kind::Put, vec![])),
+        );
         let mut whole = chunk.slots.clone();
         whole.sort_by(|a, b| maps.cmp_slots(a, b));
         let sorted = std::thread::Builder::new()
