@@ -434,17 +434,86 @@ fn frame_header(rest: &[u8]) -> (usize, u32) {
     (len, crc)
 }
 
+/// Checksum work the classification of one damage may do, in bytes hashed: eight times the
+/// bytes after the damage, plus 1 MiB. Real frames cost about once the file (each candidate
+/// offset inside a frame rarely reads as a plausible length that also fits the file); garbage
+/// whose every few bytes read as a plausible length would otherwise cost a checksum over up to
+/// [`MAX_FRAME`] bytes per offset, hours for a few MiB of it.
+fn classify_budget(bytes: &[u8], at: usize) -> usize {
+    (bytes.len() - at.min(bytes.len())).saturating_mul(8) + (1 << 20)
+}
+
+/// A scan for valid frames within a checksum budget ([`classify_budget`]).
+struct FrameScan<'a> {
+    bytes: &'a [u8],
+    budget: usize,
+    hashed: usize,
+}
+
+/// The budget ran out: what follows the damage was not classified.
+struct OutOfBudget;
+
+impl<'a> FrameScan<'a> {
+    fn new(bytes: &'a [u8], at: usize) -> Self {
+        FrameScan {
+            bytes,
+            budget: classify_budget(bytes, at),
+            hashed: 0,
+        }
+    }
+
+    /// Where the valid frame (plausible length, matching checksum) starting at offset `i`
+    /// ends, if one does.
+    fn frame_end(&mut self, i: usize) -> std::result::Result<Option<usize>, OutOfBudget> {
+        let bytes = self.bytes;
+        if i + FRAME_HEADER > bytes.len() {
+            return Ok(None);
+        }
+        let (len, crc) = frame_header(&bytes[i..]);
+        let end = i + FRAME_HEADER + len;
+        if len == 0 || len > MAX_FRAME || end > bytes.len() {
+            return Ok(None);
+        }
+        self.hashed += len;
+        if self.hashed > self.budget {
+            return Err(OutOfBudget);
+        }
+        Ok((crc32fast::hash(&bytes[i + FRAME_HEADER..end]) == crc).then_some(end))
+    }
+
+    /// The first offset from `from` on where a valid frame starts.
+    fn next_frame(&mut self, from: usize) -> std::result::Result<Option<usize>, OutOfBudget> {
+        for i in from..self.bytes.len() {
+            if self.frame_end(i)?.is_some() {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Whether damage at `at` is a torn tail (invariant 4; FORMAT.md §4.3). `looks_torn`: the bad
 /// frame itself is what a torn write leaves (it runs past the end of the file or ends at it,
 /// or only zeros follow). The file after `at` is scanned once for the next valid frame; a
-/// version-4 log is read on from there for a proof that `at` had been fsynced.
+/// version-4 log is read on from there for a proof that `at` had been fsynced. A scan that
+/// runs out of its checksum budget ([`classify_budget`]) answers no: a strict recovery then
+/// refuses, rather than call damage it could not classify a tail.
 fn torn_tail(bytes: &[u8], at: usize, looks_torn: bool, version: u8) -> bool {
+    torn_tail_scan(&mut FrameScan::new(bytes, at), at, looks_torn, version).unwrap_or(false)
+}
+
+fn torn_tail_scan(
+    scan: &mut FrameScan<'_>,
+    at: usize,
+    looks_torn: bool,
+    version: u8,
+) -> std::result::Result<bool, OutOfBudget> {
     if !looks_torn && version < 4 {
-        return false;
+        return Ok(false);
     }
-    let next = (at + 1..bytes.len()).find(|&i| valid_frame_end(bytes, i).is_some());
-    (looks_torn && next.is_none())
-        || (version >= 4 && lost_unsynced_sector(bytes, at, next, version))
+    let next = scan.next_frame(at + 1)?;
+    Ok((looks_torn && next.is_none())
+        || (version >= 4 && lost_unsynced_sector(scan, at, next, version)?))
 }
 
 /// Version 4: whether the damage at `at`, though valid frames may follow it (the first at
@@ -453,29 +522,24 @@ fn torn_tail(bytes: &[u8], at: usize, looks_torn: bool, version: u8) -> bool {
 /// between `at` and the next valid frame), and no later frame proves the bytes at `at` had
 /// been fsynced ([`fsynced_before_a_later_frame`]). Anything else, a flipped bit or garbage,
 /// stays mid-log damage whatever follows it.
-fn lost_unsynced_sector(bytes: &[u8], at: usize, next: Option<usize>, version: u8) -> bool {
+fn lost_unsynced_sector(
+    scan: &mut FrameScan<'_>,
+    at: usize,
+    next: Option<usize>,
+    version: u8,
+) -> std::result::Result<bool, OutOfBudget> {
     const SECTOR: usize = 512;
+    let bytes = scan.bytes;
     let end = next.unwrap_or(bytes.len());
     let zero_sector = (at.div_ceil(SECTOR) * SECTOR..end)
         .step_by(SECTOR)
         .take_while(|s| s + SECTOR <= end)
         .any(|s| bytes[s..s + SECTOR].iter().all(|b| *b == 0));
-    zero_sector && !next.is_some_and(|n| fsynced_before_a_later_frame(bytes, at, n, version))
-}
-
-/// Where the valid frame (plausible length, matching checksum) starting at offset `i` ends, if
-/// one does.
-fn valid_frame_end(bytes: &[u8], i: usize) -> Option<usize> {
-    if i + FRAME_HEADER > bytes.len() {
-        return None;
-    }
-    let (len, crc) = frame_header(&bytes[i..]);
-    let end = i + FRAME_HEADER + len;
-    (len > 0
-        && len <= MAX_FRAME
-        && end <= bytes.len()
-        && crc32fast::hash(&bytes[i + FRAME_HEADER..end]) == crc)
-        .then_some(end)
+    Ok(zero_sector
+        && match next {
+            Some(n) => !fsynced_before_a_later_frame(scan, at, n, version)?,
+            None => true,
+        })
 }
 
 /// Version 4: whether a valid frame from offset `from` on (the first valid frame after `at`)
@@ -484,20 +548,25 @@ fn valid_frame_end(bytes: &[u8], i: usize) -> Option<usize> {
 /// power cut tearing unsynced writes, whatever follows it (a later page of the same unsynced
 /// batch may have reached the disk before an earlier one). A frame whose checksum holds but
 /// whose record does not decode is taken as proof too: no torn write makes one.
-fn fsynced_before_a_later_frame(bytes: &[u8], at: usize, from: usize, version: u8) -> bool {
+fn fsynced_before_a_later_frame(
+    scan: &mut FrameScan<'_>,
+    at: usize,
+    from: usize,
+    version: u8,
+) -> std::result::Result<bool, OutOfBudget> {
     let mut i = from;
-    while i < bytes.len() {
-        let Some(end) = valid_frame_end(bytes, i) else {
+    while i < scan.bytes.len() {
+        let Some(end) = scan.frame_end(i)? else {
             i += 1;
             continue;
         };
-        match decode_record(version, &bytes[i + FRAME_HEADER..end]) {
-            Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return true,
+        match decode_record(version, &scan.bytes[i + FRAME_HEADER..end]) {
+            Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return Ok(true),
             Ok(_) => i = end,
-            Err(_) => return true,
+            Err(_) => return Ok(true),
         }
     }
-    false
+    Ok(false)
 }
 
 /// Replay the valid prefix of a log. Records are folded, in log order, into chunk accumulators
@@ -925,6 +994,38 @@ mod tests {
         assert!(d.tail, "nothing valid after it");
         assert_eq!(got.len(), 9);
         assert_eq!(out.valid_len, d.offset, "cut at the damaged frame");
+    }
+
+    /// Garbage whose every few bytes read as a plausible frame length would cost a checksum
+    /// per offset over up to the rest of the file (1 MiB of it: about 1 GiB hashed); the
+    /// classification stops at its budget and answers "not a tail", so that a strict recovery
+    /// refuses quickly instead of spending hours.
+    #[test]
+    fn classifying_garbage_of_plausible_lengths_stays_within_its_checksum_budget() {
+        let fs = SimFs::new();
+        let path = Path::new("/l/g.klog");
+        write_log(&fs, path, 10);
+        let mut bytes = fs.read_file(path).unwrap();
+        let at = bytes.len();
+        // Read at each alignment as 4096, 16, 1 MiB or 256 MiB: three in four fit.
+        bytes.extend([0x00u8, 0x10, 0x00, 0x00].repeat(1 << 18));
+        let mut scan = FrameScan::new(&bytes, at);
+        let budget = scan.budget;
+        assert!(
+            torn_tail_scan(&mut scan, at, true, LOG_FORMAT_VERSION).is_err(),
+            "out of budget"
+        );
+        assert!(
+            scan.hashed <= budget + MAX_FRAME,
+            "hashed {} of {budget}",
+            scan.hashed
+        );
+        fs.write_file(path, &bytes).unwrap();
+        let (out, got) = replay_all(&fs, path);
+        let d = out.damage.expect("garbage is damage");
+        assert_eq!(d.offset, at as u64);
+        assert!(!d.tail, "not classified: a strict recovery refuses");
+        assert_eq!(got.len(), 10);
     }
 
     #[test]
