@@ -242,11 +242,18 @@ const INDIFFERENT: GeneralPurposeConfig =
 const STD_LENIENT: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, INDIFFERENT);
 const URL_LENIENT: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, INDIFFERENT);
 
-/// Standard base64 (bodies), padding optional.
+/// Standard base64 (bodies), padding optional, whitespace ignored: HBase's decoders (Jackson
+/// for JSON, JAXB for XML) skip it, and clients that wrap their base64 at 76 columns (MIME,
+/// Python's `base64.encodebytes`) send line breaks inside values.
 pub fn b64_decode(s: &str, what: &str) -> ApiResult<Vec<u8>> {
     let t = s.trim();
+    let joined: std::borrow::Cow<'_, str> = if t.bytes().any(|b| b.is_ascii_whitespace()) {
+        t.chars().filter(|c| !c.is_ascii_whitespace()).collect()
+    } else {
+        t.into()
+    };
     STD_LENIENT
-        .decode(t)
+        .decode(joined.as_bytes())
         .map_err(|e| ApiError::bad(format!("{what} is not valid base64 ({e}): {t:.40}")))
 }
 
@@ -483,6 +490,17 @@ mod tests {
         assert_eq!(q.number::<u32>("v").expect("number"), Some(3));
         assert!(q.has("flag"));
         assert!(q.number::<u32>("row").is_err());
+    }
+
+    #[test]
+    fn base64_ignores_line_breaks_and_spaces_as_hbase_does() {
+        let wrapped = "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB\nQUFBQQ==\n";
+        assert_eq!(b64_decode(wrapped, "value").expect("valid"), vec![b'A'; 61]);
+        assert_eq!(b64_decode("cm93\r\n MQ==", "key").expect("valid"), b"row1");
+        assert!(
+            b64_decode("cm93MQ=!", "key").is_err(),
+            "still refuses what is not base64"
+        );
     }
 
     #[test]
