@@ -587,7 +587,7 @@ pub(crate) fn replay<T: Default + Send>(
     classify: bool,
     threads: usize,
     max_chunk: usize,
-    fold: &Fold<T>,
+    fold: &Fold<'_, T>,
     apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let map = fs.map(path).map_err(|e| Error::io(path, e))?;
@@ -600,7 +600,7 @@ pub(crate) fn replay_map<T: Default + Send>(
     classify: bool,
     threads: usize,
     max_chunk: usize,
-    fold: &Fold<T>,
+    fold: &Fold<'_, T>,
     apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let threads = if bytes.len() < PARALLEL_MIN {
@@ -615,7 +615,7 @@ pub(crate) fn replay_map<T: Default + Send>(
 }
 
 /// Folds one decoded record into a chunk's accumulator (on whichever thread decodes it).
-pub(crate) type Fold<T> = dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync;
+pub(crate) type Fold<'f, T> = dyn Fn(&mut T, LogRecordRef<'_>) -> Result<()> + Sync + 'f;
 
 /// Logs shorter than this replay on the calling thread.
 const PARALLEL_MIN: usize = 1 << 20;
@@ -630,7 +630,7 @@ fn replay_bytes<T: Default + Send>(
     classify: bool,
     threads: usize,
     chunk: usize,
-    fold: &Fold<T>,
+    fold: &Fold<'_, T>,
     apply: &mut dyn FnMut(T) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let file_len = bytes.len() as u64;
@@ -850,7 +850,7 @@ fn walk<T>(
     version: u8,
     classify: bool,
     acc: &mut T,
-    fold: &Fold<T>,
+    fold: &Fold<'_, T>,
 ) -> Result<Walked> {
     let mut at = from;
     let mut records = 0;

@@ -313,7 +313,6 @@ mod tests {
             let map: Arc<dyn FileBytes> = Arc::new(bytes);
             let mut builder = ReplayedBuilder::default();
             let log = builder.add_log(map.clone()).unwrap();
-            let base = map.bytes().as_ptr();
             let mut inserted = Memtable::default();
             let mut chunk = ReplayedChunk::default();
             for (i, (r, range)) in records.iter().zip(&ranges).enumerate() {
@@ -323,7 +322,7 @@ mod tests {
                 }
                 let rec: LogRecordRef<'_> =
                     crate::codec::decode_borrowed(&map.bytes()[range.clone()]).unwrap();
-                chunk.add(log, base, &rec).unwrap();
+                chunk.add(log, map.bytes(), &rec).unwrap();
                 if i % chunk_len == 0 {
                     builder.absorb(std::mem::take(&mut chunk)).unwrap();
                 }
@@ -433,7 +432,6 @@ mod tests {
                 bytes.extend_from_slice(&body);
                 let map: Arc<dyn FileBytes> = Arc::new(bytes);
                 let log = builder.add_log(map.clone()).unwrap();
-                let base = map.bytes().as_ptr();
                 let mut chunk = ReplayedChunk::default();
                 for (i, (r, range)) in part.iter().zip(&ranges).enumerate() {
                     for (k, c) in r.cells.iter().enumerate() {
@@ -445,7 +443,7 @@ mod tests {
                         &map.bytes()[range.start + 5..range.end + 5],
                     )
                     .unwrap();
-                    chunk.add(log, base, &rec).unwrap();
+                    chunk.add(log, map.bytes(), &rec).unwrap();
                     if i % chunk_len == 0 {
                         builder.absorb(std::mem::take(&mut chunk)).unwrap();
                     }

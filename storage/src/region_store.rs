@@ -338,15 +338,10 @@ struct Replayed {
 }
 
 /// Fold one record of log `log` (mapped at `base`) into a chunk's [`Replayed`].
-fn fold_replayed(
-    log: u16,
-    base: *const u8,
-    c: &mut Replayed,
-    rec: log::LogRecordRef<'_>,
-) -> Result<()> {
+fn fold_replayed(log: u16, map: &[u8], c: &mut Replayed, rec: log::LogRecordRef<'_>) -> Result<()> {
     c.next_seq = c.next_seq.max(rec.seq + rec.cells.len() as u64);
     c.clock = c.clock.max(rec.clock);
-    c.entries.add(log, base, &rec)?;
+    c.entries.add(log, map, &rec)?;
     if let Some(i) = rec.idem {
         c.idem.push((rec.row.to_vec(), i));
     }
@@ -1013,14 +1008,12 @@ impl RegionStore {
             // Mapped whole for the replay; afterwards only its valid frames stay mapped (below).
             let map = fs.map(&path).map_err(|e| Error::io(&path, e))?;
             let (bytes, log_index) = (map.bytes(), memtable.add_log(map.clone())?);
-            // The fold runs on decoding threads: the map's address travels as an integer.
-            let base = bytes.as_ptr() as usize;
             let mut out = log::replay_map(
                 bytes,
                 strict,
                 replay_threads,
                 max_chunk,
-                &move |c: &mut Replayed, rec| fold_replayed(log_index, base as *const u8, c, rec),
+                &move |c: &mut Replayed, rec| fold_replayed(log_index, bytes, c, rec),
                 &mut |c| {
                     next_seq = next_seq.max(c.next_seq);
                     clock.observe(c.clock);

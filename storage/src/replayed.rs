@@ -63,18 +63,20 @@ fn row_prefix(row: &[u8]) -> [u64; 2] {
 #[derive(Clone, Default)]
 struct Maps(Vec<Arc<dyn FileBytes>>);
 
-impl Maps {
+/// The slots' fields, read from the log bytes they point into.
+trait SlotBytes {
+    /// The bytes of the log slot `s` points into.
+    fn log_of(&self, s: &Slot) -> &[u8];
+
     fn row(&self, s: &Slot) -> &[u8] {
-        let b = self.0[s.log as usize].bytes();
-        &b[s.row_at as usize..][..s.row_len as usize]
+        &self.log_of(s)[s.row_at as usize..][..s.row_len as usize]
     }
 
     fn field(&self, s: &Slot, rel: u32, len: u32) -> &[u8] {
         if len == 0 {
             return &[];
         }
-        let b = self.0[s.log as usize].bytes();
-        &b[s.row_at as usize + rel as usize..][..len as usize]
+        &self.log_of(s)[s.row_at as usize + rel as usize..][..len as usize]
     }
 
     fn family(&self, s: &Slot) -> &[u8] {
@@ -97,7 +99,24 @@ impl Maps {
             value: self.field(s, s.val_rel, s.val_len),
         }
     }
+}
 
+impl SlotBytes for Maps {
+    fn log_of(&self, s: &Slot) -> &[u8] {
+        self.0[s.log as usize].bytes()
+    }
+}
+
+/// The one log a chunk's slots point into, while it is being replayed.
+struct MapBytes<'a>(&'a [u8]);
+
+impl SlotBytes for MapBytes<'_> {
+    fn log_of(&self, _: &Slot) -> &[u8] {
+        self.0
+    }
+}
+
+impl Maps {
     /// [`cmp_entries`] of the two slots' entries, touching the logs only when the row
     /// prefixes tie.
     fn cmp_slots(&self, a: &Slot, b: &Slot) -> Ordering {
@@ -116,18 +135,6 @@ impl Maps {
     }
 }
 
-/// The key of the last entry a chunk took, to tell whether the chunk arrived sorted while its
-/// bytes are still in the cache.
-#[derive(Debug, Default)]
-struct LastKey {
-    row: Vec<u8>,
-    family: Vec<u8>,
-    qualifier: Option<Vec<u8>>,
-    ts: i64,
-    kind: u8,
-    seq: u64,
-}
-
 /// The slots of one chunk of a log, gathered on a decoding thread (see `log::replay`).
 #[derive(Debug, Default)]
 pub(crate) struct ReplayedChunk {
@@ -136,26 +143,32 @@ pub(crate) struct ReplayedChunk {
     max_seq: u64,
     /// Some slot is out of [`cmp_entries`] order with the one before it.
     unsorted: bool,
-    last: Option<LastKey>,
 }
 
 impl ReplayedChunk {
-    /// Add the effects of one record decoded in place from log number `log` of the builder,
-    /// whose map starts at `base`.
-    pub(crate) fn add(&mut self, log: u16, base: *const u8, rec: &LogRecordRef<'_>) -> Result<()> {
-        let row_at = rec.row.as_ptr() as usize - base as usize;
+    /// Add the effects of one record decoded in place from `map`, the bytes of log number
+    /// `log` of the builder (the record's fields borrow from `map`; every record of a chunk
+    /// comes from the same map).
+    pub(crate) fn add(&mut self, log: u16, map: &[u8], rec: &LogRecordRef<'_>) -> Result<()> {
+        let base = map.as_ptr() as usize;
+        let row_at = (rec.row.as_ptr() as usize)
+            .checked_sub(base)
+            .filter(|at| at + rec.row.len() <= map.len())
+            .ok_or_else(|| Error::Codec("a replayed record lies outside its log".into()))?;
         // Relative offset of a field of the same frame (0 for an empty field, never read).
         let rel = |f: &[u8]| -> Result<u32> {
             if f.is_empty() {
                 return Ok(0);
             }
-            u32::try_from(f.as_ptr() as usize - base as usize - row_at)
+            u32::try_from(f.as_ptr() as usize - base - row_at)
                 .map_err(|_| Error::Codec("a record's fields are more than 4 GiB apart".into()))
         };
         let len = |f: &[u8]| -> Result<u32> {
             u32::try_from(f.len()).map_err(|_| Error::Codec("a field of 4 GiB or more".into()))
         };
         let prefix = row_prefix(rec.row);
+        let row_len = len(rec.row)?;
+        self.slots.reserve(rec.cells.len());
         for (i, c) in rec.cells.iter().enumerate() {
             let kind = Kind::from_u8(c.kind)
                 .ok_or_else(|| Error::Codec(format!("unknown entry kind {}", c.kind)))?;
@@ -166,59 +179,12 @@ impl ReplayedChunk {
             }
             let q = c.qualifier.unwrap_or_default();
             let seq = rec.seq + i as u64;
-            let this = Entry {
-                row: rec.row,
-                family: c.family,
-                qualifier: c.qualifier,
-                ts: c.ts,
-                kind,
-                seq,
-                value: c.value,
-            };
-            match &mut self.last {
-                Some(l) => {
-                    if !self.unsorted {
-                        let prev = Entry {
-                            row: &l.row,
-                            family: &l.family,
-                            qualifier: l.qualifier.as_deref(),
-                            ts: l.ts,
-                            kind: Kind::from_u8(l.kind).unwrap_or(Kind::Put),
-                            seq: l.seq,
-                            value: &[],
-                        };
-                        self.unsorted = cmp_entries(&prev, &this) == Ordering::Greater;
-                    }
-                    l.row.clear();
-                    l.row.extend_from_slice(rec.row);
-                    l.family.clear();
-                    l.family.extend_from_slice(c.family);
-                    match (&mut l.qualifier, c.qualifier) {
-                        (Some(lq), Some(q)) => {
-                            lq.clear();
-                            lq.extend_from_slice(q);
-                        }
-                        (lq, q) => *lq = q.map(<[u8]>::to_vec),
-                    }
-                    (l.ts, l.kind, l.seq) = (c.ts, c.kind, seq);
-                }
-                None => {
-                    self.last = Some(LastKey {
-                        row: rec.row.to_vec(),
-                        family: c.family.to_vec(),
-                        qualifier: c.qualifier.map(<[u8]>::to_vec),
-                        ts: c.ts,
-                        kind: c.kind,
-                        seq,
-                    })
-                }
-            }
-            self.slots.push(Slot {
+            let slot = Slot {
                 prefix,
                 row_at: row_at as u64,
                 ts: c.ts,
                 seq,
-                row_len: len(rec.row)?,
+                row_len,
                 fam_rel: rel(c.family)?,
                 fam_len: len(c.family)?,
                 qual_rel: rel(q)?,
@@ -228,7 +194,22 @@ impl ReplayedChunk {
                 log,
                 kind: kind as u8,
                 has_qual: c.qualifier.is_some(),
-            });
+            };
+            if !self.unsorted {
+                if let Some(prev) = self.slots.last() {
+                    // Row prefixes decide most pairs without reading the log; a tie compares
+                    // the previous entry where it lies, in the same map.
+                    self.unsorted = match prev.prefix.cmp(&prefix) {
+                        Ordering::Less => false,
+                        Ordering::Greater => true,
+                        Ordering::Equal => {
+                            let maps = MapBytes(map);
+                            cmp_entries(&maps.entry(prev), &maps.entry(&slot)) == Ordering::Greater
+                        }
+                    };
+                }
+            }
+            self.slots.push(slot);
             self.bytes += rec.row.len() + c.family.len() + q.len() + c.value.len() + ENTRY_OVERHEAD;
             self.max_seq = self.max_seq.max(seq);
         }
@@ -734,7 +715,7 @@ mod tests {
         let mut chunk = ReplayedChunk::default();
         for r in ranges {
             let rec: LogRecordRef<'_> = crate::codec::decode_borrowed(&map.bytes()[r]).unwrap();
-            chunk.add(0, map.bytes().as_ptr(), &rec).unwrap();
+            chunk.add(0, map.bytes(), &rec).unwrap();
         }
         (Maps(vec![map]), chunk)
     }
