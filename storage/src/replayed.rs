@@ -198,8 +198,10 @@ impl ReplayedChunk {
             if !self.unsorted {
                 if let Some(prev) = self.slots.last() {
                     // Row prefixes decide most pairs without reading the log; a tie compares
-                    // the previous entry where it lies, in the same map.
+                    // the previous entry where it lies, in the same map (a chunk holds one
+                    // log's records; one that did not would be sorted, which is always right).
                     self.unsorted = match prev.prefix.cmp(&prefix) {
+                        _ if prev.log != log => true,
                         Ordering::Less => false,
                         Ordering::Greater => true,
                         Ordering::Equal => {
