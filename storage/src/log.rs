@@ -443,9 +443,11 @@ fn classify_budget(bytes: &[u8], at: usize) -> usize {
     (bytes.len() - at.min(bytes.len())).saturating_mul(8) + (1 << 20)
 }
 
-/// A scan for valid frames within a checksum budget ([`classify_budget`]).
+/// A scan of a version-`version` log for valid frames after damage, within a checksum budget
+/// ([`classify_budget`]).
 struct FrameScan<'a> {
     bytes: &'a [u8],
+    version: u8,
     budget: usize,
     hashed: usize,
 }
@@ -453,10 +455,24 @@ struct FrameScan<'a> {
 /// The budget ran out: what follows the damage was not classified.
 struct OutOfBudget;
 
+type Scanned<T> = std::result::Result<T, OutOfBudget>;
+
+/// Whether damage at `at` is a torn tail (invariant 4; FORMAT.md §4.3). `looks_torn`: the bad
+/// frame itself is what a torn write leaves (it runs past the end of the file or ends at it,
+/// or only zeros follow). A scan that runs out of its checksum budget ([`classify_budget`])
+/// answers no: a strict recovery then refuses, rather than call damage it could not classify
+/// a tail.
+fn torn_tail(bytes: &[u8], at: usize, looks_torn: bool, version: u8) -> bool {
+    FrameScan::new(bytes, at, version)
+        .torn_tail(at, looks_torn)
+        .unwrap_or(false)
+}
+
 impl<'a> FrameScan<'a> {
-    fn new(bytes: &'a [u8], at: usize) -> Self {
+    fn new(bytes: &'a [u8], at: usize, version: u8) -> Self {
         FrameScan {
             bytes,
+            version,
             budget: classify_budget(bytes, at),
             hashed: 0,
         }
@@ -464,7 +480,7 @@ impl<'a> FrameScan<'a> {
 
     /// Where the valid frame (plausible length, matching checksum) starting at offset `i`
     /// ends, if one does.
-    fn frame_end(&mut self, i: usize) -> std::result::Result<Option<usize>, OutOfBudget> {
+    fn frame_end(&mut self, i: usize) -> Scanned<Option<usize>> {
         let bytes = self.bytes;
         if i + FRAME_HEADER > bytes.len() {
             return Ok(None);
@@ -482,7 +498,7 @@ impl<'a> FrameScan<'a> {
     }
 
     /// The first offset from `from` on where a valid frame starts.
-    fn next_frame(&mut self, from: usize) -> std::result::Result<Option<usize>, OutOfBudget> {
+    fn next_frame(&mut self, from: usize) -> Scanned<Option<usize>> {
         for i in from..self.bytes.len() {
             if self.frame_end(i)?.is_some() {
                 return Ok(Some(i));
@@ -490,83 +506,61 @@ impl<'a> FrameScan<'a> {
         }
         Ok(None)
     }
-}
 
-/// Whether damage at `at` is a torn tail (invariant 4; FORMAT.md §4.3). `looks_torn`: the bad
-/// frame itself is what a torn write leaves (it runs past the end of the file or ends at it,
-/// or only zeros follow). The file after `at` is scanned once for the next valid frame; a
-/// version-4 log is read on from there for a proof that `at` had been fsynced. A scan that
-/// runs out of its checksum budget ([`classify_budget`]) answers no: a strict recovery then
-/// refuses, rather than call damage it could not classify a tail.
-fn torn_tail(bytes: &[u8], at: usize, looks_torn: bool, version: u8) -> bool {
-    torn_tail_scan(&mut FrameScan::new(bytes, at), at, looks_torn, version).unwrap_or(false)
-}
-
-fn torn_tail_scan(
-    scan: &mut FrameScan<'_>,
-    at: usize,
-    looks_torn: bool,
-    version: u8,
-) -> std::result::Result<bool, OutOfBudget> {
-    if !looks_torn && version < 4 {
-        return Ok(false);
-    }
-    let next = scan.next_frame(at + 1)?;
-    Ok((looks_torn && next.is_none())
-        || (version >= 4 && lost_unsynced_sector(scan, at, next, version)?))
-}
-
-/// Version 4: whether the damage at `at`, though valid frames may follow it (the first at
-/// `next`), is what a power cut leaves of an unsynced write: a sector of it never reached the
-/// disk (an aligned 512-byte block of zeros, the preallocated bytes it was written over, lies
-/// between `at` and the next valid frame), and no later frame proves the bytes at `at` had
-/// been fsynced ([`fsynced_before_a_later_frame`]). Anything else, a flipped bit or garbage,
-/// stays mid-log damage whatever follows it.
-fn lost_unsynced_sector(
-    scan: &mut FrameScan<'_>,
-    at: usize,
-    next: Option<usize>,
-    version: u8,
-) -> std::result::Result<bool, OutOfBudget> {
-    const SECTOR: usize = 512;
-    let bytes = scan.bytes;
-    let end = next.unwrap_or(bytes.len());
-    let zero_sector = (at.div_ceil(SECTOR) * SECTOR..end)
-        .step_by(SECTOR)
-        .take_while(|s| s + SECTOR <= end)
-        .any(|s| bytes[s..s + SECTOR].iter().all(|b| *b == 0));
-    Ok(zero_sector
-        && match next {
-            Some(n) => !fsynced_before_a_later_frame(scan, at, n, version)?,
-            None => true,
-        })
-}
-
-/// Version 4: whether a valid frame from offset `from` on (the first valid frame after `at`)
-/// proves the bytes at `at` had been fsynced, its record's `durable` (the log length known
-/// fsynced when it was written) being past `at`. Without such a frame, damage at `at` can be a
-/// power cut tearing unsynced writes, whatever follows it (a later page of the same unsynced
-/// batch may have reached the disk before an earlier one). A frame whose checksum holds but
-/// whose record does not decode is taken as proof too: no torn write makes one.
-fn fsynced_before_a_later_frame(
-    scan: &mut FrameScan<'_>,
-    at: usize,
-    from: usize,
-    version: u8,
-) -> std::result::Result<bool, OutOfBudget> {
-    let mut i = from;
-    while i < scan.bytes.len() {
-        let Some(end) = scan.frame_end(i)? else {
-            i += 1;
-            continue;
-        };
-        match decode_record(version, &scan.bytes[i + FRAME_HEADER..end]) {
-            Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return Ok(true),
-            Ok(_) => i = end,
-            Err(_) => return Ok(true),
+    /// [`torn_tail`]: the file after `at` is scanned once for the next valid frame; a
+    /// version-4 log is read on from there for a proof that `at` had been fsynced.
+    fn torn_tail(&mut self, at: usize, looks_torn: bool) -> Scanned<bool> {
+        if !looks_torn && self.version < 4 {
+            return Ok(false);
         }
+        let next = self.next_frame(at + 1)?;
+        Ok((looks_torn && next.is_none())
+            || (self.version >= 4 && self.lost_unsynced_sector(at, next)?))
     }
-    Ok(false)
+
+    /// Version 4: whether the damage at `at`, though valid frames may follow it (the first at
+    /// `next`), is what a power cut leaves of an unsynced write: a sector of it never reached
+    /// the disk (an aligned 512-byte block of zeros, the preallocated bytes it was written
+    /// over, lies between `at` and the next valid frame), and no later frame proves the bytes
+    /// at `at` had been fsynced ([`Self::fsynced_before_a_later_frame`]). Anything else, a
+    /// flipped bit or garbage, stays mid-log damage whatever follows it.
+    fn lost_unsynced_sector(&mut self, at: usize, next: Option<usize>) -> Scanned<bool> {
+        const SECTOR: usize = 512;
+        let bytes = self.bytes;
+        let end = next.unwrap_or(bytes.len());
+        let zero_sector = (at.div_ceil(SECTOR) * SECTOR..end)
+            .step_by(SECTOR)
+            .take_while(|s| s + SECTOR <= end)
+            .any(|s| bytes[s..s + SECTOR].iter().all(|b| *b == 0));
+        Ok(zero_sector
+            && match next {
+                Some(n) => !self.fsynced_before_a_later_frame(at, n)?,
+                None => true,
+            })
+    }
+
+    /// Version 4: whether a valid frame from offset `from` on (the first valid frame after
+    /// `at`) proves the bytes at `at` had been fsynced, its record's `durable` (the log length
+    /// known fsynced when it was written) being past `at`. Without such a frame, damage at `at`
+    /// can be a power cut tearing unsynced writes, whatever follows it (a later page of the
+    /// same unsynced batch may have reached the disk before an earlier one). A frame whose
+    /// checksum holds but whose record does not decode is taken as proof too: no torn write
+    /// makes one.
+    fn fsynced_before_a_later_frame(&mut self, at: usize, from: usize) -> Scanned<bool> {
+        let mut i = from;
+        while i < self.bytes.len() {
+            let Some(end) = self.frame_end(i)? else {
+                i += 1;
+                continue;
+            };
+            match decode_record(self.version, &self.bytes[i + FRAME_HEADER..end]) {
+                Ok(r) if r.durable.is_some_and(|d| d > at as u64) => return Ok(true),
+                Ok(_) => i = end,
+                Err(_) => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// Replay the valid prefix of a log. Records are folded, in log order, into chunk accumulators
@@ -1009,12 +1003,9 @@ mod tests {
         let at = bytes.len();
         // Read at each alignment as 4096, 16, 1 MiB or 256 MiB: three in four fit.
         bytes.extend([0x00u8, 0x10, 0x00, 0x00].repeat(1 << 18));
-        let mut scan = FrameScan::new(&bytes, at);
+        let mut scan = FrameScan::new(&bytes, at, LOG_FORMAT_VERSION);
         let budget = scan.budget;
-        assert!(
-            torn_tail_scan(&mut scan, at, true, LOG_FORMAT_VERSION).is_err(),
-            "out of budget"
-        );
+        assert!(scan.torn_tail(at, true).is_err(), "out of budget");
         assert!(
             scan.hashed <= budget + MAX_FRAME,
             "hashed {} of {budget}",

@@ -337,7 +337,7 @@ struct Replayed {
     idem: Vec<(Vec<u8>, log::LogIdem)>,
 }
 
-/// Fold one record of log `log` (mapped at `base`) into a chunk's [`Replayed`].
+/// Fold one record of log `log` (whose bytes are `map`) into a chunk's [`Replayed`].
 fn fold_replayed(log: u16, map: &[u8], c: &mut Replayed, rec: log::LogRecordRef<'_>) -> Result<()> {
     c.next_seq = c.next_seq.max(rec.seq + rec.cells.len() as u64);
     c.clock = c.clock.max(rec.clock);
