@@ -144,7 +144,7 @@ pub struct Kura {
 }
 
 /// Items bound for one region: the region, their positions in the request, `(bucket, item)`.
-type Group<'a, T> = (&'a RegionRoute, Vec<usize>, Vec<(u32, T)>);
+type Group<'a, T> = (&'a RegionRoute, Vec<usize>, messages::OneOrMore<(u32, T)>);
 
 struct Inner {
     config: KuraConfig,
@@ -524,7 +524,7 @@ impl Kura {
                     g.1.push(i);
                     g.2.push((bucket, row.clone()));
                 }
-                None => groups.push((region, vec![i], vec![(bucket, row.clone())])),
+                None => groups.push((region, vec![i], smallvec::smallvec![(bucket, row.clone())])),
             }
         }
         let calls = groups.into_iter().map(|(region, positions, items)| {
@@ -600,7 +600,7 @@ impl Kura {
                         g.1.push(i);
                         g.2.push((bucket, op));
                     }
-                    None => groups.push((region, vec![i], vec![(bucket, op)])),
+                    None => groups.push((region, vec![i], smallvec::smallvec![(bucket, op)])),
                 }
             }
             let calls = groups

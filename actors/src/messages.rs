@@ -79,7 +79,7 @@ pub(crate) struct Get {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct MultiGet {
-    pub rows: Vec<(u32, Vec<u8>)>,
+    pub rows: OneOrMore<(u32, Vec<u8>)>,
     pub read: ReadSpec,
     pub reply: Reply<Vec<Option<Row>>>,
 }
@@ -104,13 +104,22 @@ pub(crate) enum OpResult {
     NotOwner(WriteOp),
 }
 
+/// The ops of a [`Write`], or its results: most writes carry one, held inline.
+///
+/// A region runs on another thread than most of its callers, and a heap block freed on
+/// another thread than the one that allocated it costs the allocator's cross-thread free
+/// (an atomic push, then the owner's collection), ~0.1 µs on a 2-vCPU VM (benches/README.md,
+/// session 11). A one-op `Vec` would be allocated by the caller and freed by the region, and
+/// its answer the other way round.
+pub(crate) type OneOrMore<T> = smallvec::SmallVec<[T; 1]>;
+
 /// Writes (puts, deletes, increments, appends, check-and-mutates), each tagged with its row's
 /// bucket. Queued and committed with the other waiting writes under one fsync.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Write {
-    pub ops: Vec<(u32, WriteOp)>,
-    pub reply: Reply<Vec<OpResult>>,
+    pub ops: OneOrMore<(u32, WriteOp)>,
+    pub reply: Reply<OneOrMore<OpResult>>,
 }
 
 /// Flush the memtable to a segment.

@@ -53,6 +53,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Answer with the requester's own `sent` buffer in place of `answer`, an equal copy the store
+/// made here: `sent` is then freed on the thread that allocated it, when the requester drops the
+/// answer, and `answer` here. The other way round, both would be freed on the other thread
+/// than their own, each costing the allocator a cross-thread free (benches/README.md, session 11).
+fn home(answer: &mut Vec<u8>, sent: Vec<u8>) {
+    debug_assert_eq!(*answer, sent);
+    *answer = sent;
+}
+
 /// How long a region waits before asking again for a split that failed.
 const SPLIT_RETRY: Duration = Duration::from_secs(30);
 
@@ -114,7 +123,7 @@ enum Slot {
 struct InFlight {
     /// Tells this batch's fsync from an older one's (after a settle).
     gen: u64,
-    replies: Vec<(Reply<Vec<OpResult>>, Vec<Slot>)>,
+    replies: Vec<(Reply<OneOrMore<OpResult>>, Vec<Slot>)>,
     results: Vec<Option<Result<WriteOutcome, ActorError>>>,
     /// The rows the batch wrote: reads of them wait for the fsync.
     rows: HashSet<Vec<u8>>,
@@ -154,7 +163,7 @@ pub struct RegionActor {
     /// Why the region refuses requests (failed store or closed); `None` while healthy.
     failed: Option<String>,
     pending_ops: Vec<WriteOp>,
-    pending_replies: Vec<(Reply<Vec<OpResult>>, Vec<Slot>)>,
+    pending_replies: Vec<(Reply<OneOrMore<OpResult>>, Vec<Slot>)>,
     commit_scheduled: bool,
     router: Recipient<AutoSplit>,
     /// An automatic split was requested and the compaction that follows it has not finished.
@@ -461,7 +470,7 @@ impl RegionActor {
 
     fn answer(
         &mut self,
-        replies: Vec<(Reply<Vec<OpResult>>, Vec<Slot>)>,
+        replies: Vec<(Reply<OneOrMore<OpResult>>, Vec<Slot>)>,
         mut results: Vec<Option<Result<WriteOutcome, ActorError>>>,
     ) {
         for (reply, slots) in replies {
@@ -724,7 +733,11 @@ impl RegionActor {
                 return;
             }
         };
-        let res = res.map_err(|e| self.store_err(e).into());
+        let mut res = res.map_err(|e| self.store_err(e).into());
+        if let Ok(Some(row)) = &mut res {
+            // The caller's own copy of the key goes back to its thread (see `home`).
+            home(&mut row.key, msg.row);
+        }
         let _ = msg.reply.send(res);
     }
 
@@ -749,6 +762,11 @@ impl RegionActor {
                     let _ = msg.reply.send(Err(e.into()));
                     return;
                 }
+            }
+        }
+        for (found, (_, key)) in out.iter_mut().zip(msg.rows) {
+            if let Some(row) = found {
+                home(&mut row.key, key);
             }
         }
         let _ = msg.reply.send(Ok(out));
