@@ -242,3 +242,66 @@ async fn a_table_remembers_the_region_count_it_started_with_across_a_changed_def
     assert_eq!(kura.regions("u").await.expect("regions").len(), 2);
     kura.shutdown().await.expect("shutdown");
 }
+
+/// Every thread keeps its own copy of a table's routes; a drop and a re-create under the same
+/// name must reach every thread's next request, here and on the arbiters, without a restart.
+#[actix_rt::test]
+async fn a_table_dropped_and_created_again_is_served_by_its_new_regions_on_every_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    // Rows on every region, read from this thread and from each arbiter (caching the routes).
+    let rows: Vec<Vec<u8>> = (0..32).map(key).collect();
+    for row in &rows {
+        kura.mutate("t", put(row, b"old")).await.expect("put");
+    }
+    let read_everywhere = |kura: Kura, rows: Vec<Vec<u8>>| async move {
+        let mut seen = Vec::new();
+        for arbiter in kura.arbiters() {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (k, r) = (kura.clone(), rows.clone());
+            arbiter.spawn(async move {
+                let mut found = Vec::new();
+                for row in &r {
+                    let got = k.get("t", row, &ReadSpec::default()).await;
+                    found.push(got.map(|r| r.map(|r| value(&r).to_vec())));
+                }
+                let _ = tx.send(found);
+            });
+            seen.push(rx.await.expect("arbiter answers"));
+        }
+        let mut here = Vec::new();
+        for row in &rows {
+            let got = kura.get("t", row, &ReadSpec::default()).await;
+            here.push(got.map(|r| r.map(|r| value(&r).to_vec())));
+        }
+        seen.push(here);
+        seen
+    };
+    for found in read_everywhere(kura.clone(), rows.clone()).await {
+        for v in found {
+            assert_eq!(v.expect("get"), Some(b"old".to_vec()));
+        }
+    }
+
+    kura.drop_table("t").await.expect("drop");
+    for found in read_everywhere(kura.clone(), rows.clone()).await {
+        for v in found {
+            assert!(matches!(v, Err(ActorError::TableNotFound(_))), "{v:?}");
+        }
+    }
+    kura.create_table(table("t", 16, 4))
+        .await
+        .expect("re-create");
+    for found in read_everywhere(kura.clone(), rows.clone()).await {
+        for v in found {
+            assert_eq!(v.expect("get"), None);
+        }
+    }
+    kura.mutate("t", put(&rows[0], b"new")).await.expect("put");
+    assert_eq!(kura.regions("t").await.expect("regions").len(), 4);
+    for found in read_everywhere(kura.clone(), rows[..1].to_vec()).await {
+        assert_eq!(found[0].as_ref().expect("get"), &Some(b"new".to_vec()));
+    }
+    kura.shutdown().await.expect("shutdown");
+}
