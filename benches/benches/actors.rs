@@ -12,6 +12,11 @@
 //! - `point_ops_no_crossing/arbiters_{1,2}`: `point_ops_on_arbiters` with each caller
 //!   addressing only the regions of its own arbiter: the topology's scaling when no request
 //!   crosses threads, and so (set against `point_ops_on_arbiters`) the cost of the crossings.
+//! - `point_ops_alternating/{arbiters_2_vs_1,crossing_vs_local}`: the two ratios above measured
+//!   in alternating rounds within one process (1 vs 2 arbiters; on 2 arbiters, requests that
+//!   cross threads vs requests that stay on their caller's): a shared VM's speed drifts more
+//!   between two benches a minute apart than these effects. Watch the median time ratios printed
+//!   on stderr.
 //! - `merged_scan/regions_{1,8}`: a 1,000-row scan of a 10,000-row table split into 1 vs 8
 //!   regions (fan-out + k-way merge). Watch the ratio (target: 8 regions >= 0.5x of 1).
 //! - `sync_writes/senders_{1,64}`: writes with `sync` durability from 1 vs 64 concurrent
@@ -31,7 +36,19 @@ use std::time::{Duration, Instant};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Memory as the `kura` server has it: transparent huge pages off (`src/main.rs`; a 2 MiB page
+/// is zeroed in one fault that stalls its thread, 3% of a 2-arbiter run here).
+fn server_like_memory() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        eprintln!(
+            "could not turn transparent huge pages off ({e}): figures differ from the server's"
+        );
+    }
+}
+
 fn config(dir: &std::path::Path, arbiters: usize, durability: Durability, pin: bool) -> KuraConfig {
+    server_like_memory();
     let mut c = KuraConfig::new(dir);
     c.pin_arbiters = pin;
     c.arbiters = arbiters;
@@ -67,6 +84,30 @@ fn put(row: Vec<u8>, value: &[u8]) -> RowMutation {
     }
 }
 
+/// Start a topology in `dir` with table `t` of `regions` regions holding `rows` rows of 100 bytes,
+/// flushed to segments.
+async fn load(
+    dir: &std::path::Path,
+    arbiters: usize,
+    durability: Durability,
+    regions: u32,
+    rows: usize,
+    pin: bool,
+) -> Kura {
+    let kura = Kura::start(config(dir, arbiters, durability, pin))
+        .await
+        .expect("start");
+    kura.create_table(table("t", regions))
+        .await
+        .expect("create");
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
+        let batch = chunk.iter().map(|&i| put(key(i), &[7u8; 100])).collect();
+        kura.mutate_rows("t", batch).await.expect("load");
+    }
+    kura.flush("t").await.expect("flush");
+    kura
+}
+
 /// A running topology with one loaded table, and the actix system that drives it.
 struct Fixture {
     sys: actix_rt::SystemRunner,
@@ -89,20 +130,7 @@ impl Fixture {
     ) -> Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let sys = actix_rt::System::new();
-        let kura = sys.block_on(async {
-            let kura = Kura::start(config(dir.path(), arbiters, durability, pin))
-                .await
-                .expect("start");
-            kura.create_table(table("t", regions))
-                .await
-                .expect("create");
-            for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
-                let batch = chunk.iter().map(|&i| put(key(i), &[7u8; 100])).collect();
-                kura.mutate_rows("t", batch).await.expect("load");
-            }
-            kura.flush("t").await.expect("flush");
-            kura
-        });
+        let kura = sys.block_on(load(dir.path(), arbiters, durability, regions, rows, pin));
         Fixture {
             sys,
             kura,
@@ -254,6 +282,80 @@ fn point_ops_no_crossing(c: &mut Criterion) {
     g.finish();
 }
 
+/// Two workloads measured in alternation, each pair of rounds within a fraction of a second, so
+/// that their ratio holds on a shared VM whose speed drifts by tens of percent from one minute
+/// to the next (the two halves of `point_ops_on_arbiters`, a minute apart, can differ by more
+/// than the effect being measured). Criterion times the second workload of each pair; stderr
+/// gets the median and quartiles of the pairs' ratios (first round time / second). Every round
+/// adds versions to the same rows, so later rounds are slower for both (memtables grow).
+///
+/// - `arbiters_2_vs_1`: `point_ops_on_arbiters` on a 1-arbiter and a 2-arbiter topology side
+///   by side in one process: the scaling ratio (target >= 1.7x).
+/// - `crossing_vs_local`: on one 2-arbiter topology, rounds where the callers address every row
+///   (half the requests cross threads) against rounds where each addresses only its own
+///   arbiter's rows (`point_ops_no_crossing`): what crossing threads costs, as a time ratio.
+fn point_ops_alternating(c: &mut Criterion) {
+    let ops = 32768;
+    let mut g = c.benchmark_group("point_ops_alternating");
+    g.throughput(Throughput::Elements(ops as u64));
+    g.sample_size(20);
+    let dirs = [
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    ];
+    let sys = actix_rt::System::new();
+    let one = sys.block_on(load(dirs[0].path(), 1, Durability::None, 8, 10_000, true));
+    let two = sys.block_on(load(dirs[1].path(), 2, Durability::None, 8, 10_000, true));
+    let local = sys.block_on(rows_by_arbiter(&two, 2));
+    let mut alternate = |name: &str,
+                         first: &dyn Fn() -> Duration,
+                         second: &dyn Fn() -> Duration| {
+        let mut ratios: Vec<f64> = Vec::new();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    let t1 = first();
+                    let t2 = second();
+                    took += t2;
+                    ratios.push(t1.as_secs_f64() / t2.as_secs_f64());
+                }
+                took
+            })
+        });
+        // Empty when a filter left this bench out.
+        if !ratios.is_empty() {
+            ratios.sort_by(f64::total_cmp);
+            let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
+            eprintln!(
+                "point_ops_alternating/{name}: time ratio over {} pairs of rounds: median {:.3} (quartiles {:.3}, {:.3})",
+                ratios.len(),
+                q(0.5),
+                q(0.25),
+                q(0.75)
+            );
+        }
+    };
+    let round = |kura: &Kura, rows: Option<&[Vec<usize>]>| {
+        sys.block_on(async {
+            let start = Instant::now();
+            mixed_ops_on_arbiters(kura, 64, ops, rows).await;
+            start.elapsed()
+        })
+    };
+    alternate("arbiters_2_vs_1", &|| round(&one, None), &|| {
+        round(&two, None)
+    });
+    alternate("crossing_vs_local", &|| round(&two, None), &|| {
+        round(&two, Some(&local))
+    });
+    g.finish();
+    sys.block_on(async move {
+        one.shutdown().await.expect("shutdown");
+        two.shutdown().await.expect("shutdown");
+    });
+}
+
 /// The loaded rows' indexes grouped by the arbiter their region runs on.
 async fn rows_by_arbiter(kura: &Kura, arbiters: usize) -> Vec<Vec<usize>> {
     let regions = kura.regions("t").await.expect("regions");
@@ -294,6 +396,7 @@ fn point_ops_with(
                             mixed_ops(&f.kura, 64, ops).await;
                         }
                     }
+
                     start.elapsed()
                 })
             })
@@ -393,6 +496,7 @@ criterion_group!(
     point_ops_local,
     point_ops_sync,
     point_ops_no_crossing,
+    point_ops_alternating,
     merged_scan,
     sync_writes
 );
