@@ -461,8 +461,7 @@ impl Kura {
         make: impl Fn(u32, messages::Reply<T>) -> M,
     ) -> Result<T>
     where
-        M: actix::Message<Result = ()> + Send + 'static,
-        crate::region::RegionActor: actix::Handler<M>,
+        M: Into<messages::ClientRequest>,
     {
         let mut reroute = Reroute::new();
         loop {

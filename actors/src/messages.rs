@@ -64,9 +64,28 @@ impl Drop for InFlightSlot {
     }
 }
 
+/// A client request: what a region's request queue carries (see
+/// [`crate::routing::RegionHandle::call`]). Control messages (flush, split, stats, close...) go
+/// through the actor's actix mailbox instead.
+pub(crate) enum ClientRequest {
+    Get(Get),
+    MultiGet(MultiGet),
+    Scan(ScanRegion),
+    Write(Write),
+}
+
+macro_rules! into_request {
+    ($($message:ident => $variant:ident),*) => {
+        $(impl From<$message> for ClientRequest {
+            fn from(m: $message) -> ClientRequest {
+                ClientRequest::$variant(m)
+            }
+        })*
+    };
+}
+into_request!(Get => Get, MultiGet => MultiGet, ScanRegion => Scan, Write => Write);
+
 /// Read one row.
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(crate) struct Get {
     pub bucket: u32,
     pub row: Vec<u8>,
@@ -76,8 +95,6 @@ pub(crate) struct Get {
 }
 
 /// Read several rows of this region, answered in request order.
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(crate) struct MultiGet {
     pub rows: OneOrMore<(u32, Vec<u8>)>,
     pub read: ReadSpec,
@@ -86,8 +103,6 @@ pub(crate) struct MultiGet {
 
 /// One page of this region's part of a scan. `expect` is the bucket range the sender believes
 /// the region owns; if it differs the region answers `NotOwner` (rows may have moved).
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(crate) struct ScanRegion {
     pub expect: (u32, u32),
     pub spec: ScanSpec,
@@ -115,8 +130,6 @@ pub(crate) type OneOrMore<T> = smallvec::SmallVec<[T; 1]>;
 
 /// Writes (puts, deletes, increments, appends, check-and-mutates), each tagged with its row's
 /// bucket. Queued and committed with the other waiting writes under one fsync.
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(crate) struct Write {
     pub ops: OneOrMore<(u32, WriteOp)>,
     pub reply: Reply<OneOrMore<OpResult>>,

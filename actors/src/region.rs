@@ -5,12 +5,15 @@
 //! its handlers, one at a time, so a row's writes are linearizable without any other locking.
 //!
 //! # Group commit
-//! A `Write` handler does not touch the store: it queues the ops with their responder and, if
-//! no commit is scheduled yet, schedules one with `ctx.notify(Commit)`. actix polls an actor's
-//! mailbox until it is empty before it polls notified items, so the commit runs after every
-//! message already waiting has been queued: all of them go to the store in one `write_batch`
-//! (one fsync in `sync` durability), then every responder is answered. Under load, the writes
-//! that arrive while a commit is fsyncing form the next batch.
+//! Client requests (get, multi-get, scan, write) arrive on the region's request queue
+//! ([`crate::routing::RegionHandle::call`]), control messages (flush, split, stats, close...)
+//! through the actix mailbox. A write does not touch the store: it queues the ops with their
+//! responder and, if no commit is scheduled yet, schedules one with `ctx.notify(Commit)`. actix
+//! polls an actor's items in the order they were spawned, and the request queue (spawned first)
+//! is read until it is empty, so the commit runs after every request already waiting has been
+//! queued: all of them go to the store in one `write_batch` (one fsync in `sync` durability),
+//! then every responder is answered. Under load, the writes that arrive while a commit is
+//! fsyncing form the next batch.
 //!
 //! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
 //! the arbiter: the batch is applied and written to the log, then fsynced on the region's sync
@@ -43,6 +46,7 @@ use crate::background::Syncer;
 use crate::catalog::SaltConfig;
 use crate::error::ActorError;
 use crate::messages::*;
+use crate::routing::RequestSender;
 use crate::salt::bucket_of;
 use actix::prelude::*;
 use kura_storage::model::*;
@@ -190,12 +194,18 @@ pub struct RegionActor {
 type Deferred = Box<dyn FnOnce(&mut RegionActor, &mut Context<RegionActor>)>;
 
 impl RegionActor {
-    /// Start the region on `arbiter`; the store is opened (recovered) on that thread.
-    pub(crate) fn launch(spec: RegionSpec, arbiter: &actix::ArbiterHandle) -> Addr<RegionActor> {
-        RegionActor::start_in_arbiter(arbiter, move |ctx| {
-            // Client requests are bounded by the handle's in-flight gate at `mailbox_capacity`;
-            // the margin leaves room for internal messages (stats, flush, split, close).
-            ctx.set_mailbox_capacity(spec.settings.mailbox_capacity.saturating_add(64));
+    /// Start the region on `arbiter`; the store is opened (recovered) on that thread. Returns
+    /// its mailbox (control messages) and its request queue (client requests).
+    pub(crate) fn launch(
+        spec: RegionSpec,
+        arbiter: &actix::ArbiterHandle,
+    ) -> (Addr<RegionActor>, RequestSender) {
+        let (requests, queue) = tokio::sync::mpsc::unbounded_channel();
+        let addr = RegionActor::start_in_arbiter(arbiter, move |ctx| {
+            // Client requests: bounded by the handle's in-flight gate at `mailbox_capacity`.
+            // The actix mailbox carries the router's and operators' control messages, sent with
+            // `do_send`, which no mailbox bound holds back.
+            ctx.spawn(RequestQueue(queue));
             let mut act = RegionActor {
                 id: spec.id,
                 table: spec.table,
@@ -229,7 +239,8 @@ impl RegionActor {
             }
             act.open(spec.families, ctx);
             act
-        })
+        });
+        (addr, requests)
     }
 
     fn options(&self, families: Vec<FamilyDescriptor>, range: (u32, u32)) -> StoreOptions {
@@ -696,27 +707,44 @@ impl Actor for RegionActor {
     }
 }
 
-impl Handler<Get> for RegionActor {
-    type Result = ();
+/// The receiving side of a region's request queue, read by the actor as its mailbox is: every
+/// request waiting is handled, one at a time, before the actor's notified items run (so a
+/// group commit takes in every write already queued), and none while the actor waits.
+/// (actix's `add_stream` would do, except that it yields after 16 items: a group commit would
+/// then take at most 16 writes.)
+struct RequestQueue(tokio::sync::mpsc::UnboundedReceiver<ClientRequest>);
 
-    fn handle(&mut self, msg: Get, _: &mut Context<Self>) {
-        self.read(Read::Get(msg));
+impl ActorFuture<RegionActor> for RequestQueue {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        act: &mut RegionActor,
+        ctx: &mut Context<RegionActor>,
+        task: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        // Paused (`ctx.wait`): actix polls this again once the wait is over.
+        while !ctx.waiting() {
+            match self.0.poll_recv(task) {
+                std::task::Poll::Ready(Some(request)) => act.handle_request(request, ctx),
+                // Every handle is gone (the region left the routing table): nothing more will
+                // come. The actor stops when it is closed, not here.
+                std::task::Poll::Ready(None) => return std::task::Poll::Ready(()),
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
+        }
+        std::task::Poll::Pending
     }
 }
 
-impl Handler<MultiGet> for RegionActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: MultiGet, _: &mut Context<Self>) {
-        self.read(Read::MultiGet(msg));
-    }
-}
-
-impl Handler<ScanRegion> for RegionActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ScanRegion, _: &mut Context<Self>) {
-        self.read(Read::Scan(msg));
+impl RegionActor {
+    fn handle_request(&mut self, request: ClientRequest, ctx: &mut Context<Self>) {
+        match request {
+            ClientRequest::Get(msg) => self.read(Read::Get(msg)),
+            ClientRequest::MultiGet(msg) => self.read(Read::MultiGet(msg)),
+            ClientRequest::Scan(msg) => self.read(Read::Scan(msg)),
+            ClientRequest::Write(msg) => self.write(msg, ctx),
+        }
     }
 }
 
@@ -789,10 +817,9 @@ impl RegionActor {
     }
 }
 
-impl Handler<Write> for RegionActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) {
+impl RegionActor {
+    /// Queue a client's writes for the next group commit.
+    fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
         if self.failed.is_some() || self.store.is_none() {
             let _ = msg.reply.send(Err(self.unavailable().into()));
             return;

@@ -183,12 +183,12 @@ impl Layout {
             settings: self.settings.clone(),
             router,
         };
-        let addr = RegionActor::launch(spec, &self.arbiters[arbiter]);
+        let (addr, requests) = RegionActor::launch(spec, &self.arbiters[arbiter]);
         Ok(RegionRoute {
             bucket_start: meta.bucket_start,
             bucket_end: meta.bucket_end,
             arbiter,
-            handle: RegionHandle::new(meta.id, addr, self.settings.mailbox_capacity),
+            handle: RegionHandle::new(meta.id, addr, requests, self.settings.mailbox_capacity),
         })
     }
 

@@ -14,7 +14,7 @@
 
 use crate::catalog::TableDescriptor;
 use crate::error::ActorError;
-use crate::messages::{InFlightSlot, Reject, Reply};
+use crate::messages::{ClientRequest, InFlightSlot, Reject, Reply};
 use crate::region::RegionActor;
 use actix::{Addr, Handler, Message};
 use dashmap::DashMap;
@@ -33,27 +33,36 @@ pub(crate) struct BucketActivity {
 #[derive(Clone)]
 pub(crate) struct RegionHandle {
     pub id: u64,
+    /// The actor's mailbox: control messages.
     pub addr: Addr<RegionActor>,
+    /// The actor's request queue: client requests (see [`RegionHandle::call`]).
+    requests: RequestSender,
     inflight: Arc<AtomicUsize>,
     capacity: usize,
 }
 
 impl RegionHandle {
-    pub fn new(id: u64, addr: Addr<RegionActor>, capacity: usize) -> Self {
+    pub fn new(id: u64, addr: Addr<RegionActor>, requests: RequestSender, capacity: usize) -> Self {
         RegionHandle {
             id,
             addr,
+            requests,
             inflight: Arc::new(AtomicUsize::new(0)),
             capacity: capacity.max(1),
         }
     }
 
-    /// Send a request built around a fresh responder and wait for its answer. Refused with
-    /// `Overloaded` when `capacity` requests are already in flight to this region.
+    /// Send a client request built around a fresh responder and wait for its answer. Refused
+    /// with `Overloaded` when `capacity` requests are already in flight to this region.
+    ///
+    /// Client requests travel on a queue of their own, a tokio channel the actor reads as a
+    /// stream, rather than through the actix mailbox: the mailbox boxes every message and links
+    /// it in a node of its own, two heap blocks the caller's thread allocates and the region's
+    /// thread frees, per request, where the tokio channel stores requests in place in blocks of
+    /// 32 slots it recycles.
     pub async fn call<M, T>(&self, make: impl FnOnce(Reply<T>) -> M) -> Result<T, Reject>
     where
-        M: Message<Result = ()> + Send + 'static,
-        RegionActor: Handler<M>,
+        M: Into<ClientRequest>,
     {
         if self.inflight.fetch_add(1, Ordering::AcqRel) >= self.capacity {
             self.inflight.fetch_sub(1, Ordering::AcqRel);
@@ -62,31 +71,27 @@ impl RegionHandle {
         // The slot travels with the responder: freed when the region answers or drops the
         // request, even if this caller stops waiting first.
         let slot = InFlightSlot(self.inflight.clone());
-        self.send_and_wait(make, Some(slot)).await
+        let (tx, rx) = oneshot::channel();
+        // A closed queue (the actor stopped) drops the request, and with it the responder.
+        let _ = self.requests.send(make(Reply::new(tx, Some(slot))).into());
+        self.answer(rx).await
     }
 
-    /// Like [`call`](Self::call) without the gate: for the router's control messages, which
-    /// must get through even when clients saturate the region.
+    /// A control message, through the actor's mailbox, without the gate: the router's and
+    /// the operators' messages must get through even when clients saturate the region.
     pub async fn call_unbounded<M, T>(&self, make: impl FnOnce(Reply<T>) -> M) -> Result<T, Reject>
     where
         M: Message<Result = ()> + Send + 'static,
         RegionActor: Handler<M>,
     {
-        self.send_and_wait(make, None).await
+        let (tx, rx) = oneshot::channel();
+        // `do_send` never parks: actix's mailbox bound is for senders that wait, and the
+        // router's messages are few.
+        self.addr.do_send(make(Reply::new(tx, None)));
+        self.answer(rx).await
     }
 
-    async fn send_and_wait<M, T>(
-        &self,
-        make: impl FnOnce(Reply<T>) -> M,
-        slot: Option<InFlightSlot>,
-    ) -> Result<T, Reject>
-    where
-        M: Message<Result = ()> + Send + 'static,
-        RegionActor: Handler<M>,
-    {
-        let (tx, rx) = oneshot::channel();
-        // `do_send` never parks: the bound is the gate above, not actix's per-sender parking.
-        self.addr.do_send(make(Reply::new(tx, slot)));
+    async fn answer<T>(&self, rx: oneshot::Receiver<Result<T, Reject>>) -> Result<T, Reject> {
         match rx.await {
             Ok(answer) => answer,
             Err(_) => Err(Reject::Failed(ActorError::RegionUnavailable {
@@ -96,6 +101,9 @@ impl RegionHandle {
         }
     }
 }
+
+/// The sending side of a region's request queue.
+pub(crate) type RequestSender = tokio::sync::mpsc::UnboundedSender<ClientRequest>;
 
 /// One region in a snapshot.
 #[derive(Clone)]
