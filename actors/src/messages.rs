@@ -199,7 +199,7 @@ pub(crate) struct Close {
 }
 
 /// Internal: commit the writes queued so far (scheduled with `ctx.notify`, so it runs after the
-/// mailbox has been drained).
+/// request queue has been drained).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Commit;

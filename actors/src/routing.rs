@@ -29,7 +29,8 @@ pub(crate) struct BucketActivity {
     pub writes: AtomicU64,
 }
 
-/// The address of a region actor plus its in-flight gate.
+/// The ways into a region actor (its request queue for client requests, its mailbox for control
+/// messages) plus its in-flight gate.
 #[derive(Clone)]
 pub(crate) struct RegionHandle {
     pub id: u64,
