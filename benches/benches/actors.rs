@@ -294,6 +294,12 @@ fn point_ops_no_crossing(c: &mut Criterion) {
 /// - `crossing_vs_local`: on one 2-arbiter topology, rounds where the callers address every row
 ///   (half the requests cross threads) against rounds where each addresses only its own
 ///   arbiter's rows (`point_ops_no_crossing`): what crossing threads costs, as a time ratio.
+///
+/// Around each pair, [`cpu_handoff`] times a cache line passed between the first two CPUs (those
+/// the pinned arbiters run on): the hypervisor of a 2-vCPU VM moves its vCPUs, and the time
+/// tells where they are. On the VM of benches/README.md (session 11), ~16 ns: the two
+/// hyperthreads of one core (two threads share its caches and execution units); ~36 ns and
+/// ~44 ns: two cores, on hosts where `arbiters_2_vs_1` measured ~1.3x and ~1.8x.
 fn point_ops_alternating(c: &mut Criterion) {
     let ops = 32768;
     let mut g = c.benchmark_group("point_ops_alternating");
@@ -310,31 +316,33 @@ fn point_ops_alternating(c: &mut Criterion) {
     let mut alternate = |name: &str,
                          first: &dyn Fn() -> Duration,
                          second: &dyn Fn() -> Duration| {
-        let mut ratios: Vec<f64> = Vec::new();
+        // (ratio, handoff before, handoff after)
+        let mut pairs: Vec<(f64, f64, f64)> = Vec::new();
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut took = Duration::ZERO;
                 for _ in 0..iters {
+                    let before = cpu_handoff();
                     let t1 = first();
                     let t2 = second();
                     took += t2;
-                    ratios.push(t1.as_secs_f64() / t2.as_secs_f64());
+                    pairs.push((t1.as_secs_f64() / t2.as_secs_f64(), before, cpu_handoff()));
                 }
                 took
             })
         });
         // Empty when a filter left this bench out.
-        if !ratios.is_empty() {
-            ratios.sort_by(f64::total_cmp);
-            let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
-            eprintln!(
-                "point_ops_alternating/{name}: time ratio over {} pairs of rounds: median {:.3} (quartiles {:.3}, {:.3})",
-                ratios.len(),
-                q(0.5),
-                q(0.25),
-                q(0.75)
-            );
+        if pairs.is_empty() {
+            return;
         }
+        let ratios: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let handoffs: Vec<f64> = pairs.iter().flat_map(|p| [p.1, p.2]).collect();
+        eprintln!(
+            "point_ops_alternating/{name}: time ratio over {} pairs of rounds: {}; CPU 0 <-> 1 cache-line handoff around them: {} ns",
+            ratios.len(),
+            quartiles(ratios, 3),
+            quartiles(handoffs, 1)
+        );
     };
     let round = |kura: &Kura, rows: Option<&[Vec<usize>]>| {
         sys.block_on(async {
@@ -354,6 +362,49 @@ fn point_ops_alternating(c: &mut Criterion) {
         one.shutdown().await.expect("shutdown");
         two.shutdown().await.expect("shutdown");
     });
+}
+
+/// "median M (quartiles Q1, Q3)" of `xs` (not empty), with `digits` decimals.
+fn quartiles(mut xs: Vec<f64>, digits: usize) -> String {
+    xs.sort_by(f64::total_cmp);
+    let q = |f: f64| xs[((xs.len() - 1) as f64 * f).round() as usize];
+    format!(
+        "median {:.digits$} (quartiles {:.digits$}, {:.digits$})",
+        q(0.5),
+        q(0.25),
+        q(0.75)
+    )
+}
+
+/// Nanoseconds for one one-way handoff of a cache line between two threads pinned to the first
+/// two CPUs the process may use (the CPUs the pinned arbiters run on), over 100,000 round trips.
+fn cpu_handoff() -> f64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const HANDOFFS: u64 = 200_000;
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let line = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        // Each side waits for its turn (its parity), then passes the line on.
+        let side = |first: u64, core: Option<core_affinity::CoreId>| {
+            if let Some(core) = core {
+                core_affinity::set_for_current(core);
+            }
+            let mut i = first;
+            while i < HANDOFFS {
+                while line.load(Ordering::Acquire) != i {
+                    std::hint::spin_loop();
+                }
+                line.store(i + 1, Ordering::Release);
+                i += 2;
+            }
+        };
+        // Both on threads of their own: pinning the bench's thread would outlast the call.
+        let (first, second) = (cores.first().copied(), cores.get(1).copied());
+        s.spawn(move || side(1, second));
+        s.spawn(move || side(0, first));
+    });
+    start.elapsed().as_nanos() as f64 / HANDOFFS as f64
 }
 
 /// The loaded rows' indexes grouped by the arbiter their region runs on.
