@@ -297,9 +297,10 @@ fn point_ops_no_crossing(c: &mut Criterion) {
 ///
 /// Around each pair, [`cpu_handoff`] times a cache line passed between the first two CPUs (those
 /// the pinned arbiters run on): the hypervisor of a 2-vCPU VM moves its vCPUs, and the time
-/// tells where they are. On the VM of benches/README.md (session 11), ~16 ns: the two
-/// hyperthreads of one core (two threads share its caches and execution units); ~36 ns and
-/// ~44 ns: two cores, on hosts where `arbiters_2_vs_1` measured ~1.3x and ~1.8x.
+/// tells some of where they are. On the VM of benches/README.md (session 11): ~16 ns, the two
+/// hyperthreads of one core (two threads share its caches and execution units); 36–44 ns, two
+/// cores; ~220 ns, one vCPU descheduled part of the time. It does not tell everything: at
+/// 37–39 ns the same `arbiters_2_vs_1` measured 1.29x in one run and 1.82x in the next.
 fn point_ops_alternating(c: &mut Criterion) {
     let ops = 32768;
     let mut g = c.benchmark_group("point_ops_alternating");
