@@ -188,6 +188,9 @@ pub struct RegionActor {
     /// Background results (flush, compaction) that arrived while the store was away, applied
     /// when it is back.
     deferred: Vec<Deferred>,
+    /// Client requests ([`crate::routing::RegionHandle::call`]), read by [`RequestQueue`] and
+    /// drained by [`RegionActor::settle`].
+    requests: Option<tokio::sync::mpsc::UnboundedReceiver<ClientRequest>>,
 }
 
 /// A background result waiting for the store to come back.
@@ -205,7 +208,7 @@ impl RegionActor {
             // Client requests: bounded by the handle's in-flight gate at `mailbox_capacity`.
             // The actix mailbox carries the router's and operators' control messages, sent with
             // `do_send`, which no mailbox bound holds back.
-            ctx.spawn(RequestQueue(queue));
+            ctx.spawn(RequestQueue);
             let mut act = RegionActor {
                 id: spec.id,
                 table: spec.table,
@@ -229,6 +232,7 @@ impl RegionActor {
                 syncer: None,
                 store_away: false,
                 deferred: Vec::new(),
+                requests: Some(queue),
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
@@ -359,7 +363,9 @@ impl RegionActor {
     }
 
     /// Before anything that changes what the region owns or holds: make the in-flight batch
-    /// durable here and now and answer it, then commit every queued write synchronously.
+    /// durable here and now and answer it, take in the requests already waiting in the request
+    /// queue (they were sent before the control message being handled, or with it), then
+    /// commit every queued write synchronously.
     fn settle(&mut self, ctx: &mut Context<Self>) {
         if let Some(f) = self.in_flight.take() {
             let outcome = match self.store.as_mut() {
@@ -369,6 +375,7 @@ impl RegionActor {
             let outcome = outcome.map_err(|e| self.store_err(e));
             self.land(f, outcome);
         }
+        self.drain_requests(ctx);
         self.commit(false, ctx);
     }
 
@@ -707,25 +714,28 @@ impl Actor for RegionActor {
     }
 }
 
-/// The receiving side of a region's request queue, read by the actor as its mailbox is: every
-/// request waiting is handled, one at a time, before the actor's notified items run (so a
-/// group commit takes in every write already queued), and none while the actor waits.
+/// Reads the region's request queue ([`RegionActor::requests`]) as the actor's mailbox is read:
+/// every request waiting is handled, one at a time, before the actor's notified items run (so
+/// a group commit takes in every write already queued), and none while the actor waits.
 /// (actix's `add_stream` would do, except that it yields after 16 items: a group commit would
 /// then take at most 16 writes.)
-struct RequestQueue(tokio::sync::mpsc::UnboundedReceiver<ClientRequest>);
+struct RequestQueue;
 
 impl ActorFuture<RegionActor> for RequestQueue {
     type Output = ();
 
     fn poll(
-        mut self: std::pin::Pin<&mut Self>,
+        self: std::pin::Pin<&mut Self>,
         act: &mut RegionActor,
         ctx: &mut Context<RegionActor>,
         task: &mut std::task::Context<'_>,
     ) -> std::task::Poll<()> {
         // Paused (`ctx.wait`): actix polls this again once the wait is over.
         while !ctx.waiting() {
-            match self.0.poll_recv(task) {
+            let Some(queue) = act.requests.as_mut() else {
+                return std::task::Poll::Ready(());
+            };
+            match queue.poll_recv(task) {
                 std::task::Poll::Ready(Some(request)) => act.handle_request(request, ctx),
                 // Every handle is gone (the region left the routing table): nothing more will
                 // come. The actor stops when it is closed, not here.
@@ -738,6 +748,14 @@ impl ActorFuture<RegionActor> for RequestQueue {
 }
 
 impl RegionActor {
+    /// Handle every request already waiting in the queue: what a control message finds queued
+    /// ahead of it is served before it, as one mailbox would have ordered them.
+    fn drain_requests(&mut self, ctx: &mut Context<Self>) {
+        while let Some(request) = self.requests.as_mut().and_then(|q| q.try_recv().ok()) {
+            self.handle_request(request, ctx);
+        }
+    }
+
     fn handle_request(&mut self, request: ClientRequest, ctx: &mut Context<Self>) {
         match request {
             ClientRequest::Get(msg) => self.read(Read::Get(msg)),

@@ -305,3 +305,50 @@ async fn a_table_dropped_and_created_again_is_served_by_its_new_regions_on_every
     }
     kura.shutdown().await.expect("shutdown");
 }
+
+/// Requests a region had already received when the shutdown reached it are served, not refused:
+/// its close first handles what waits in its request queue. Here the writes are queued on the
+/// region's own thread, which is then held until the close has reached the region's mailbox
+/// (actix reads a mailbox before anything else), so without that the writes would be dropped.
+#[actix_rt::test]
+async fn writes_queued_before_a_shutdown_are_served_and_durable() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 1)).await.expect("create");
+    let region = &kura.regions("t").await.expect("regions")[0];
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let k = kura.clone();
+    kura.arbiters()[region.arbiter].spawn(async move {
+        let mut writes: futures::stream::FuturesUnordered<_> = (0..20)
+            .map(|i| {
+                let k = k.clone();
+                async move { k.mutate("t", put(&key(i), b"queued")).await }
+            })
+            .collect();
+        // One poll each: every write is in the region's request queue.
+        assert!(futures::poll!(writes.next()).is_pending());
+        let mut shutdown = Box::pin(k.shutdown());
+        assert!(futures::poll!(&mut shutdown).is_pending());
+        // Hold the region's thread while the router sends the close.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let results: Vec<_> = writes.collect().await;
+        let _ = tx.send(results);
+        // The shutdown ends by stopping the arbiters, this one included.
+        let _ = shutdown.await;
+    });
+    for res in rx.await.expect("the writer answers") {
+        res.expect("a write queued before the shutdown is served");
+    }
+    // Waits for the shutdown under way to end.
+    kura.shutdown().await.expect("shutdown");
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    for i in 0..20 {
+        let row = kura
+            .get("t", &key(i), &ReadSpec::default())
+            .await
+            .expect("get");
+        assert_eq!(row.map(|r| value(&r).to_vec()), Some(b"queued".to_vec()));
+    }
+    kura.shutdown().await.expect("shutdown");
+}
