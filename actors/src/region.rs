@@ -28,8 +28,9 @@
 //! # Invariants
 //! 1. Writes are answered only after they are durable to the durability mode (`write_batch`
 //!    returned, or the in-flight batch's fsync succeeded).
-//! 2. Waiting writes are committed before anything that changes what the region owns or holds
-//!    (split, close, flush, alter), so no acknowledged write can miss an export.
+//! 2. Waiting writes, those still in the request queue included, are committed before anything
+//!    that changes what the region owns or holds (split, close, flush, alter), so no
+//!    acknowledged write can miss an export and no request received before a close is refused.
 //! 3. A request routed by a bucket the region does not own is answered `NotOwner`, never served.
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
