@@ -56,11 +56,11 @@ impl RegionHandle {
     /// Send a client request built around a fresh responder and wait for its answer. Refused
     /// with `Overloaded` when `capacity` requests are already in flight to this region.
     ///
-    /// Client requests travel on a queue of their own, a tokio channel the actor reads as a
-    /// stream, rather than through the actix mailbox: the mailbox boxes every message and links
-    /// it in a node of its own, two heap blocks the caller's thread allocates and the region's
-    /// thread frees, per request, where the tokio channel stores requests in place in blocks of
-    /// 32 slots it recycles.
+    /// Client requests travel on a queue of their own, a tokio channel the actor drains as it
+    /// would its mailbox (`RequestQueue` in `region.rs`), rather than through the actix mailbox:
+    /// the mailbox boxes every message and links it in a node of its own, two heap blocks the
+    /// caller's thread allocates and the region's thread frees, per request, where the tokio
+    /// channel stores requests in place in blocks of 32 slots it recycles.
     pub async fn call<M, T>(&self, make: impl FnOnce(Reply<T>) -> M) -> Result<T, Reject>
     where
         M: Into<ClientRequest>,
