@@ -6,7 +6,7 @@
 //!
 //! # Group commit
 //! Client requests (get, multi-get, scan, write) arrive on the region's request queue
-//! ([`crate::routing::RegionHandle::call`]), control messages (flush, split, stats, close...)
+//! (`RegionHandle::call`, `routing.rs`), control messages (flush, split, stats, close...)
 //! through the actix mailbox. A write does not touch the store: it queues the ops with their
 //! responder and, if no commit is scheduled yet, schedules one with `ctx.notify(Commit)`. actix
 //! polls an actor's items in the order they were spawned, and the request queue (spawned first)
@@ -17,7 +17,7 @@
 //!
 //! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
 //! the arbiter: the batch is applied and written to the log, then fsynced on the region's sync
-//! thread ([`crate::background::Syncer`]) while the arbiter goes on serving the region (and the
+//! thread (`background::Syncer`) while the arbiter goes on serving the region (and the
 //! other regions on its thread). The batch stays *in flight* until the fsync returns; only then
 //! are its writers answered and the next batch (everything that queued meanwhile) committed. A
 //! read that touches a row of the in-flight batch is held back until then, so no read ever sees
@@ -189,7 +189,7 @@ pub struct RegionActor {
     /// Background results (flush, compaction) that arrived while the store was away, applied
     /// when it is back.
     deferred: Vec<Deferred>,
-    /// Client requests ([`crate::routing::RegionHandle::call`]), read by [`RequestQueue`] and
+    /// Client requests (`RegionHandle::call`, `routing.rs`), read by [`RequestQueue`] and
     /// drained by [`RegionActor::settle`].
     requests: Option<tokio::sync::mpsc::UnboundedReceiver<ClientRequest>>,
 }
