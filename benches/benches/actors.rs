@@ -286,7 +286,8 @@ fn point_ops_no_crossing(c: &mut Criterion) {
 /// that their ratio holds on a shared VM whose speed drifts by tens of percent from one minute
 /// to the next (the two halves of `point_ops_on_arbiters`, a minute apart, can differ by more
 /// than the effect being measured). Criterion times the second workload of each pair; stderr
-/// gets the median and quartiles of the pairs' ratios (first round time / second). Every round
+/// gets the median and quartiles of the pairs' ratios (first round time / second), of each
+/// side's round times and of the handoff time below. Every round
 /// adds versions to the same rows, so later rounds are slower for both (memtables grow).
 ///
 /// - `arbiters_2_vs_1`: `point_ops_on_arbiters` on a 1-arbiter and a 2-arbiter topology side
@@ -318,7 +319,8 @@ fn point_ops_alternating(c: &mut Criterion) {
                          first: &dyn Fn() -> Duration,
                          second: &dyn Fn() -> Duration| {
         // (ratio, handoff before, handoff after)
-        let mut pairs: Vec<(f64, f64, f64)> = Vec::new();
+        // (first round's ms, second round's ms, handoff before, handoff after)
+        let mut pairs: Vec<(f64, f64, f64, f64)> = Vec::new();
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut took = Duration::ZERO;
@@ -327,7 +329,8 @@ fn point_ops_alternating(c: &mut Criterion) {
                     let t1 = first();
                     let t2 = second();
                     took += t2;
-                    pairs.push((t1.as_secs_f64() / t2.as_secs_f64(), before, cpu_handoff()));
+                    let ms = |t: Duration| t.as_secs_f64() * 1e3;
+                    pairs.push((ms(t1), ms(t2), before, cpu_handoff()));
                 }
                 took
             })
@@ -336,12 +339,14 @@ fn point_ops_alternating(c: &mut Criterion) {
         if pairs.is_empty() {
             return;
         }
-        let ratios: Vec<f64> = pairs.iter().map(|p| p.0).collect();
-        let handoffs: Vec<f64> = pairs.iter().flat_map(|p| [p.1, p.2]).collect();
+        let column = |f: fn(&(f64, f64, f64, f64)) -> f64| pairs.iter().map(f).collect::<Vec<_>>();
+        let handoffs: Vec<f64> = pairs.iter().flat_map(|p| [p.2, p.3]).collect();
         eprintln!(
-            "point_ops_alternating/{name}: time ratio over {} pairs of rounds: {}; CPU 0 <-> 1 cache-line handoff around them: {} ns",
-            ratios.len(),
-            quartiles(ratios, 3),
+            "point_ops_alternating/{name}: time ratio over {} pairs of rounds: {}; first rounds {} ms, second rounds {} ms; CPU 0 <-> 1 cache-line handoff around them: {} ns",
+            pairs.len(),
+            quartiles(column(|p| p.0 / p.1), 3),
+            quartiles(column(|p| p.0), 1),
+            quartiles(column(|p| p.1), 1),
             quartiles(handoffs, 1)
         );
     };
