@@ -181,7 +181,7 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub body_timeout_secs: u64,
 
-    /// Region mailbox capacity; a full mailbox answers 503.
+    /// Client requests a region may have in flight; past it a request answers 503.
     #[arg(long, env = "KURA_MAILBOX_CAPACITY", default_value_t = 1024)]
     pub mailbox_capacity: usize,
 }

@@ -32,7 +32,7 @@ fn assert_400(r: &rest_support::Resp, mentions: &str) {
 #[actix_web::test]
 async fn multiget_of_thousands_of_rows_answers_every_row_instead_of_503() {
     let c = table_with_cell().await;
-    // 6,000 single-row reads in one request (well past a region's mailbox capacity of 1,024).
+    // 6,000 single-row reads in one request (well past a region's in-flight bound, `mailbox_capacity` 1,024).
     let mut uri = String::from("/t/multiget?");
     for i in 0..6_000 {
         uri.push_str(&format!("row=k{i}&"));

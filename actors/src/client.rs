@@ -44,7 +44,8 @@ pub struct KuraConfig {
     pub idempotency_window: Duration,
     /// Split a region automatically once its data exceeds this many bytes; `None` = never.
     pub split_threshold: Option<u64>,
-    /// Region mailbox capacity (requests waiting); a full mailbox answers `Overloaded`.
+    /// Client requests a region may have in flight (queued or being served); past it a request
+    /// answers `Overloaded` at once. (The name is the mailbox's that used to carry them.)
     pub mailbox_capacity: usize,
     /// In `sync` durability, fsync each region's log on a thread of its own, so that the region
     /// serves reads of other rows during the fsync (reads of the rows being written wait for

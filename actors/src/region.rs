@@ -191,7 +191,7 @@ pub struct RegionActor {
     deferred: Vec<Deferred>,
     /// Client requests (`RegionHandle::call`, `routing.rs`), read by [`RequestQueue`] and
     /// drained by [`RegionActor::settle`].
-    requests: Option<tokio::sync::mpsc::UnboundedReceiver<ClientRequest>>,
+    requests: tokio::sync::mpsc::UnboundedReceiver<ClientRequest>,
 }
 
 /// A background result waiting for the store to come back.
@@ -233,7 +233,7 @@ impl RegionActor {
                 syncer: None,
                 store_away: false,
                 deferred: Vec::new(),
-                requests: Some(queue),
+                requests: queue,
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
@@ -733,10 +733,7 @@ impl ActorFuture<RegionActor> for RequestQueue {
     ) -> std::task::Poll<()> {
         // Paused (`ctx.wait`): actix polls this again once the wait is over.
         while !ctx.waiting() {
-            let Some(queue) = act.requests.as_mut() else {
-                return std::task::Poll::Ready(());
-            };
-            match queue.poll_recv(task) {
+            match act.requests.poll_recv(task) {
                 std::task::Poll::Ready(Some(request)) => act.handle_request(request, ctx),
                 // Every handle is gone (the region left the routing table): nothing more will
                 // come. The actor stops when it is closed, not here.
@@ -752,7 +749,7 @@ impl RegionActor {
     /// Handle every request already waiting in the queue: what a control message finds queued
     /// ahead of it is served before it, as one mailbox would have ordered them.
     fn drain_requests(&mut self, ctx: &mut Context<Self>) {
-        while let Some(request) = self.requests.as_mut().and_then(|q| q.try_recv().ok()) {
+        while let Ok(request) = self.requests.try_recv() {
             self.handle_request(request, ctx);
         }
     }
@@ -765,9 +762,7 @@ impl RegionActor {
             ClientRequest::Write(msg) => self.write(msg, ctx),
         }
     }
-}
 
-impl RegionActor {
     fn get(&mut self, msg: Get) {
         if !self.owns(msg.bucket) {
             let _ = msg.reply.send(Err(Reject::NotOwner));
@@ -834,9 +829,7 @@ impl RegionActor {
         let res = res.map_err(|e| self.store_err(e).into());
         let _ = msg.reply.send(res);
     }
-}
 
-impl RegionActor {
     /// Queue a client's writes for the next group commit.
     fn write(&mut self, msg: Write, ctx: &mut Context<Self>) {
         if self.failed.is_some() || self.store.is_none() {

@@ -469,7 +469,7 @@ pub async fn delete(
     Ok(HttpResponse::Ok().finish())
 }
 
-/// Reads one multiget keeps in flight at once (well under a region's mailbox capacity).
+/// Reads one multiget keeps in flight at once (well under a region's in-flight bound, `mailbox_capacity`).
 const MULTIGET_IN_FLIGHT: usize = 64;
 
 /// `GET /{t}/multiget[/{cols}]?row=r1&row=r2/cf:q[&v=N][&filter=..]`: the rows found, in
