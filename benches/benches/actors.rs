@@ -4,7 +4,9 @@
 //!   region actor and back. Watch the per-op time: it is the floor every HTTP request pays.
 //! - `point_ops/arbiters_{1,2}`: 64 concurrent callers doing gets and puts over 8 regions,
 //!   with 1 vs 2 arbiter threads, the callers on a thread of their own (as the HTTP workers
-//!   are). Watch the throughput ratio (target: 2 arbiters >= 1.7x): on a 2-core machine the
+//!   are). In every `point_ops*` bench the callers take a round's operations from one shared
+//!   count as they go ([`Ops`]), as a duration-bound load does: a thread the VM runs slower for
+//!   a while does fewer of them instead of holding up the round with a fixed share. Watch the throughput ratio (target: 2 arbiters >= 1.7x): on a 2-core machine the
 //!   callers' thread takes its share of the same two cores, which bounds the ratio.
 //! - `point_ops_on_arbiters/arbiters_{1,2}`: the same operations with the callers running on
 //!   the arbiters themselves and the arbiters pinned one per CPU (thread per core): how the
@@ -180,27 +182,65 @@ fn round_trip(c: &mut Criterion) {
     f.close();
 }
 
-/// Caller `c`: `per` operations one after the other, half gets, half puts, over the rows
-/// `rows` (indexes into the 10,000 loaded rows; `None`: all of them).
-async fn caller(kura: &Kura, c: usize, per: usize, rows: Option<&[usize]>) {
+/// The operations of one round, handed out to its callers a few at a time: a caller takes the
+/// next ones when it is done with its own, so a caller on a thread that runs faster does more
+/// of them and the round measures the topology's throughput (as a duration-bound load does),
+/// not the time its slowest thread takes for a fixed share. Operation `n` is a get when `n` is
+/// even, else a put, of the row picked by `n`.
+struct Ops {
+    next: std::sync::atomic::AtomicUsize,
+    total: usize,
+}
+
+impl Ops {
+    /// Operations taken at a time: the counter's cache line moves between threads once per
+    /// batch, not per operation.
+    const BATCH: usize = 8;
+
+    fn new(total: usize) -> std::sync::Arc<Ops> {
+        std::sync::Arc::new(Ops {
+            next: std::sync::atomic::AtomicUsize::new(0),
+            total,
+        })
+    }
+
+    /// The next batch of operation numbers, empty when the round is done.
+    fn take(&self) -> std::ops::Range<usize> {
+        let start = self
+            .next
+            .fetch_add(Self::BATCH, std::sync::atomic::Ordering::Relaxed);
+        start.min(self.total)..(start + Self::BATCH).min(self.total)
+    }
+}
+
+/// A caller: operations of `ops` one after the other until none are left, half gets, half
+/// puts, over the rows `rows` (indexes into the 10,000 loaded rows; `None`: all of them).
+async fn caller(kura: &Kura, ops: &Ops, rows: Option<&[usize]>) {
     let read = ReadSpec::default();
-    for n in 0..per {
-        let pick = c * 7919 + n * 104_729;
-        let i = match rows {
-            Some(rows) => rows[pick % rows.len()],
-            None => pick % 10_000,
-        };
-        if n % 2 == 0 {
-            kura.get("t", &key(i), &read).await.expect("get");
-        } else {
-            kura.mutate("t", put(key(i), b"v")).await.expect("put");
+    loop {
+        let batch = ops.take();
+        if batch.is_empty() {
+            return;
+        }
+        for n in batch {
+            let pick = n * 104_729;
+            let i = match rows {
+                Some(rows) => rows[pick % rows.len()],
+                None => pick % 10_000,
+            };
+            if n % 2 == 0 {
+                kura.get("t", &key(i), &read).await.expect("get");
+            } else {
+                kura.mutate("t", put(key(i), b"v")).await.expect("put");
+            }
         }
     }
 }
 
 /// `ops` operations from `callers` concurrent callers, half gets, half puts.
 async fn mixed_ops(kura: &Kura, callers: usize, ops: usize) {
-    let tasks = (0..callers).map(|c| caller(kura, c, ops / callers, None));
+    let ops = Ops::new(ops);
+    let tasks = (0..callers).map(|_| caller(kura, &ops, None));
     futures::future::join_all(tasks).await;
 }
 
@@ -220,14 +260,15 @@ async fn mixed_ops_on_arbiters(
 ) {
     let arbiters = kura.arbiters();
     let per_arbiter = callers / arbiters.len();
+    let ops = Ops::new(ops);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(arbiters.len());
     for (a, arbiter) in arbiters.iter().enumerate() {
         let kura = kura.clone();
         let tx = tx.clone();
         let rows = local_rows.map(|r| r[a].clone());
+        let ops = ops.clone();
         arbiter.spawn(async move {
-            let tasks = (0..per_arbiter)
-                .map(|k| caller(&kura, a * per_arbiter + k, ops / callers, rows.as_deref()));
+            let tasks = (0..per_arbiter).map(|_| caller(&kura, &ops, rows.as_deref()));
             futures::future::join_all(tasks).await;
             tx.send(()).await.expect("bench waits");
         });
