@@ -346,9 +346,9 @@ fn point_ops_no_crossing(c: &mut Criterion) {
 /// tells where they are. On the VM of benches/README.md (sessions 11, 12): ~16 ns, the two
 /// hyperthreads of one core (two threads share its caches and execution units, and one thread
 /// alone runs faster); 36–44 ns, two cores; ~220 ns, one vCPU descheduled part of the time.
-/// `arbiters_2_vs_1` also reports its ratio over the turns with the handoff under 25 ns at both
-/// ends ("one core") and over those with 30–100 ns at both ends ("two cores"); turns that
-/// straddle a move are in neither.
+/// Each bench also reports its ratio over the turns with the handoff under 25 ns at both ends
+/// ("one core") and over those with 30–100 ns at both ends ("two cores"); turns that straddle
+/// a move are in neither.
 fn point_ops_alternating(c: &mut Criterion) {
     let ops = 32768;
     let mut g = c.benchmark_group("point_ops_alternating");
@@ -396,9 +396,10 @@ fn point_ops_alternating(c: &mut Criterion) {
             let ratio = quartiles(column(&|t| t[i] / t[last]), 3);
             report += &format!("\n  time ratio {side} / {against}: {ratio}");
         }
+        // The other sides' mean round time over the last side's, for one turn.
+        let mean_ratio = |t: &[f64]| t[..last].iter().sum::<f64>() / last as f64 / t[last];
         if last > 1 {
-            let mean = |t: &[f64]| t[..last].iter().sum::<f64>() / last as f64;
-            let ratio = quartiles(column(&|t| mean(t) / t[last]), 3);
+            let ratio = quartiles(column(&mean_ratio), 3);
             report += &format!("\n  time ratio (their mean) / {against}: {ratio}");
         }
         // Turns by where the VM had its two vCPUs (the handoff time at both ends, see above).
@@ -411,7 +412,7 @@ fn point_ops_alternating(c: &mut Criterion) {
             let ratios: Vec<f64> = turns
                 .iter()
                 .filter(|t| place(t) == kind)
-                .map(|t| t[..last].iter().sum::<f64>() / last as f64 / t[last])
+                .map(|t| mean_ratio(t))
                 .collect();
             if !ratios.is_empty() {
                 let n = ratios.len();
