@@ -182,6 +182,62 @@ async fn put_schema_replaces_and_post_merges_families() {
 }
 
 #[actix_web::test]
+async fn post_schema_without_families_changes_table_attributes_only() {
+    let c = client().await;
+    c.create_table("t", &["a", "b"], 1).await;
+    c.put_cell("t", "r", "b:q", None, "v").await;
+    // JSON, XML, and an explicitly empty family list: 200, the families and data untouched.
+    let r = c
+        .post_json(
+            "/t/schema",
+            &serde_json::json!({"name": "t", "OWNER": "me"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = c
+        .req(
+            Method::POST,
+            "/t/schema",
+            &[("Content-Type", "text/xml")],
+            r#"<TableSchema name="t" COLOR="blue"/>"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = c
+        .post_json(
+            "/t/schema",
+            &serde_json::json!({"ColumnSchema": [], "SIZE": "9"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = c.get_json("/t/schema").await.json();
+    assert_eq!(
+        (&v["OWNER"], &v["COLOR"], &v["SIZE"]),
+        (&"me".into(), &"blue".into(), &"9".into())
+    );
+    let fams: Vec<_> = v["ColumnSchema"]
+        .as_array()
+        .expect("cols")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name").to_string())
+        .collect();
+    assert_eq!(fams, vec!["a", "b"]);
+    assert_eq!(c.get_json("/t/r/b:q").await.status, 200);
+    // A create or a replace still needs its families.
+    let r = c
+        .post_json("/u/schema", &serde_json::json!({"OWNER": "me"}))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("ColumnSchema"), "{}", r.text());
+    assert!(c.kura.table("u").is_none());
+    let r = c
+        .put_json("/t/schema", &serde_json::json!({"OWNER": "me"}))
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(c.get_json("/t/r/b:q").await.status, 200);
+}
+
+#[actix_web::test]
 async fn schema_attributes_are_kept_and_kura_attributes_honoured() {
     let c = client().await;
     let body = serde_json::json!({

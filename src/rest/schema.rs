@@ -190,7 +190,9 @@ fn check_attr_name(name: &str) -> ApiResult<()> {
     }
 }
 
-/// Builds a descriptor from a schema body (salt and regions from the attributes).
+/// Builds a descriptor from a schema body (salt and regions from the attributes). The family
+/// list may be empty (a POST that changes table attributes only); `handle` refuses that for a
+/// create or a replace.
 pub fn descriptor_from(table: &str, schema: SchemaIn) -> ApiResult<TableDescriptor> {
     for name in schema
         .attrs
@@ -267,11 +269,6 @@ pub fn descriptor_from(table: &str, schema: SchemaIn) -> ApiResult<TableDescript
             family_attributes.insert(name.clone(), fattrs);
         }
         families.push(fd);
-    }
-    if families.is_empty() {
-        return Err(ApiError::bad(
-            "a table needs at least one ColumnSchema (column family)",
-        ));
     }
     Ok(TableDescriptor {
         name: table.to_string(),
@@ -415,12 +412,20 @@ pub async fn handle(
             };
             let mut desc = descriptor_from(table, schema)?;
             let replace = req.method() == Method::PUT;
+            let existing = kura.table(table);
+            // A POST to an existing table may list no family: it then changes table
+            // attributes only. A create or a replace needs the table's families.
+            if desc.families.is_empty() && (replace || existing.is_none()) {
+                return Err(ApiError::bad(
+                    "a table needs at least one ColumnSchema (column family)",
+                ));
+            }
             let created = |req: &HttpRequest| {
                 HttpResponse::Created()
                     .insert_header((header::LOCATION, location(req, table)))
                     .finish()
             };
-            match kura.table(table) {
+            match existing {
                 None => match kura.create_table(desc).await {
                     Ok(()) => Ok(created(req)),
                     // Created by someone else between our look-up and our create.
