@@ -195,6 +195,53 @@ async fn family_and_empty_qualifier_columns_are_distinct() {
 }
 
 #[actix_web::test]
+async fn a_write_that_takes_its_row_from_a_range_or_prefix_path_is_400() {
+    let c = client().await;
+    c.create_table("t", &["cf"], 1).await;
+    let bin = |path: &'static str| {
+        c.req(
+            Method::PUT,
+            path,
+            &[("Content-Type", "application/octet-stream")],
+            "v",
+        )
+    };
+    let no_key = serde_json::json!({"Row":[{"Cell":[{"column": b64("cf:a"), "$": b64("v")}]}]});
+    // HBase would write the start row ("user", "star"): rows the client never named.
+    for r in [
+        bin("/t/user,1/cf:a").await,
+        bin("/t/star*/cf:a").await,
+        bin("/t/star%2A/cf:a").await,
+        c.put_json("/t/user,1", &no_key).await,
+        c.post_json("/t/star*/cf:a", &no_key).await,
+        c.put_json(
+            "/t/user,1?check=put",
+            &serde_json::json!({"Row":[{"Cell":[
+            {"column": b64("cf:a"), "$": b64("v")}, {"column": b64("cf:a"), "$": b64("old")}]}]}),
+        )
+        .await,
+    ] {
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("%2C"), "{}", r.text());
+    }
+    assert_eq!(
+        c.get_json("/t/*").await.json()["Row"],
+        serde_json::json!([])
+    );
+    // An encoded comma is part of the key; a key in the body wins over the path.
+    assert_eq!(bin("/t/user%2C1/cf:a").await.status, 200);
+    let keyed = serde_json::json!({"Row":[{"key": b64("k"), "Cell":[{"column": b64("cf:a"), "$": b64("v")}]}]});
+    assert_eq!(c.put_json("/t/a,b", &keyed).await.status, 200);
+    let rows: Vec<String> = c.get_json("/t/*").await.json()["Row"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| String::from_utf8(unb64(r["key"].as_str().expect("key"))).expect("utf-8"))
+        .collect();
+    assert_eq!(rows, vec!["k", "user,1"]);
+}
+
+#[actix_web::test]
 async fn url_encoded_keys_are_split_before_decoding() {
     let c = client().await;
     c.create_table("t", &["cf"], 1).await;

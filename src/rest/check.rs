@@ -77,7 +77,7 @@ pub async fn handle(
     let key = match row.key {
         Some(k) => k,
         None => match spec {
-            Ok(s) => s.row.clone(),
+            Ok(s) => s.write_row()?,
             Err(_) => return Err(ApiError::bad("Row key found to be null.")),
         },
     };

@@ -297,7 +297,7 @@ fn row_mutation(
     let key = match row.key {
         Some(k) => k,
         None => match spec {
-            Ok(s) => s.row.clone(),
+            Ok(s) => s.write_row()?,
             Err(e) => return Err(ApiError::bad(format!("Row key not specified ({e})"))),
         },
     };
@@ -360,7 +360,10 @@ pub async fn put(
     if repr == Repr::Binary {
         let spec = spec?;
         let header = |name: &str| req.headers().get(name).map(|v| v.as_bytes().to_vec());
-        let row = header("X-Row").unwrap_or(spec.row);
+        let row = match header("X-Row") {
+            Some(row) => row,
+            None => spec.write_row()?,
+        };
         let column = header("X-Column")
             .or_else(|| spec.columns.first().cloned())
             .ok_or_else(|| ApiError::bad("Column found to be null."))?;

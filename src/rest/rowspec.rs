@@ -168,6 +168,20 @@ impl RowSpec {
         self.end_row.is_some()
     }
 
+    /// The path's row, for a write that takes its row from the URL. A range or a glob is a
+    /// 400: HBase would write its start row, a row the client never named (`user,1` is the
+    /// range from `user` to `1`, and `star*` the prefix `star`).
+    pub fn write_row(&self) -> ApiResult<Vec<u8>> {
+        if self.is_multi_row() {
+            return Err(ApiError::bad(
+                "a write names one row, and the row in the path is a range (start,end) or a \
+                 prefix (prefix*): percent-encode a ',' in the key as %2C, or give the key in \
+                 the body (a key ending in '*' can only be given there)",
+            ));
+        }
+        Ok(self.row.clone())
+    }
+
     /// HBase's `hasTimestamp`: exactly one timestamp was given.
     pub fn has_timestamp(&self) -> bool {
         self.start_time == 0 && self.end_time != i64::MAX
