@@ -141,6 +141,13 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
         thread_per_core = tpc,
         "store opened"
     );
+    // Before the first request: the applications' creation times stay above those of every
+    // earlier run on this data dir (src/apps/clock.rs).
+    if let Err(e) = kura::apps::clock::open(&config.data_dir) {
+        handle.stop(false).await;
+        let _ = kura.shutdown().await;
+        return Err(e);
+    }
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }
@@ -187,6 +194,8 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
             }
         }
     };
+    // Nothing more is stored: the next start may begin at this run's last time.
+    kura::apps::clock::close();
     let served = served.map_err(|e| format!("server task failed: {e}"))?;
     served.map_err(|e| format!("server error: {e}"))?;
     closed.map_err(|e| format!("shutdown error: {e}"))?;
