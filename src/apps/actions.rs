@@ -98,7 +98,8 @@ async fn create(
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
-    let new: NewAction = request::read_json(body, &state.limits).await?;
+    let new: NewAction = request::read_json(&req, body, &state.limits).await?;
+    request::check_value(&state.limits, "the action's name", new.name.as_bytes())?;
     let stamp = new
         .stamp
         .unwrap_or_else(|| clock::tick_unique().max(0) as u64);

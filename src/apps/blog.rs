@@ -189,8 +189,9 @@ async fn create(
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
-    let new: NewArticle = request::read_json(body, &state.limits).await?;
+    let new: NewArticle = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
+    let limits = state.limits.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {
         let inc = Increment {
@@ -217,6 +218,8 @@ async fn create(
             update_at: ts,
         };
         let value = serde_json::to_vec(&article).map_err(|e| AppError::Internal(e.to_string()))?;
+        // Refused before anything is written (the article id is skipped, not reused).
+        request::check_value(&limits, "the article", &value)?;
         // The article row first: a list row never points at an article that was never stored.
         let rows = [
             article_key(user, article.article_id),
@@ -260,8 +263,9 @@ async fn update(
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
     let id = request::path_u64(&req, "article_id")?;
-    let patch: ArticlePatch = request::read_json(body, &state.limits).await?;
+    let patch: ArticlePatch = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
+    let limits = state.limits.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {
         loop {
@@ -279,6 +283,7 @@ async fn update(
             }
             new.update_at = ts;
             let value = serde_json::to_vec(&new).map_err(|e| AppError::Internal(e.to_string()))?;
+            request::check_value(&limits, "the article", &value)?;
             let cam = CheckAndMutate {
                 row: article_key(user, id),
                 family: FAMILY.into(),

@@ -358,8 +358,12 @@ struct Hit {
     at: Option<i64>,
 }
 
-async fn hit(state: web::Data<AppState>, body: web::Payload) -> AppResult<HttpResponse> {
-    let hit: Hit = request::read_json(body, &state.limits).await?;
+async fn hit(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let hit: Hit = request::read_json(&req, body, &state.limits).await?;
     let (domain, path) = match (hit.url, hit.domain, hit.path) {
         (Some(url), None, None) => parse_url(&url)?,
         (None, Some(domain), Some(path)) => {

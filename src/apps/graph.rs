@@ -476,14 +476,21 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 
 // ---- nodes ------------------------------------------------------------------------------
 
-async fn create_node(state: web::Data<AppState>, body: web::Payload) -> AppResult<HttpResponse> {
-    let new: NewNode = request::read_json(body, &state.limits).await?;
+async fn create_node(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> AppResult<HttpResponse> {
+    let new: NewNode = request::read_json(&req, body, &state.limits).await?;
     check_name("id", &new.id)?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
+    let limits = state.limits.clone();
     let node = run_detached(async move {
         let props = new.properties.unwrap_or_default();
-        let Some(ts) = create_row(&kura, &node_key(&new.id), &encode_props(&props)).await? else {
+        let value = encode_props(&props);
+        request::check_value(&limits, "the node's properties", &value)?;
+        let Some(ts) = create_row(&kura, &node_key(&new.id), &value).await? else {
             return Err(AppError::Conflict(format!(
                 "node {:?} already exists",
                 new.id
@@ -517,8 +524,9 @@ async fn update_node(
 ) -> AppResult<HttpResponse> {
     let id = request::path_str(&req, "id")?;
     check_name("id", &id)?;
-    let patch: PropertyPatch = request::read_json(body, &state.limits).await?;
+    let patch: PropertyPatch = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
+    let limits = state.limits.clone();
     super::ensure_table(&kura, TABLE).await?;
     let node = run_detached(async move {
         let key = node_key(&id);
@@ -529,13 +537,15 @@ async fn update_node(
             let ts = clock::tick().max(old.updated.saturating_add(1));
             clock::observe(ts);
             let props = patch.apply(&old.props);
+            let value = encode_props(&props);
+            request::check_value(&limits, "the node's properties", &value)?;
             let cam = CheckAndMutate {
                 row: key.clone(),
                 family: FAMILY.into(),
                 qualifier: UPDATED.to_vec(),
                 expected: old.updated_raw,
                 mutations: vec![
-                    put(PROPS, encode_props(&props), ts),
+                    put(PROPS, value, ts),
                     put(UPDATED, token(ts, old.created), ts),
                 ],
             };
@@ -683,13 +693,15 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
 
 async fn create_relationship(
     state: web::Data<AppState>,
+    req: HttpRequest,
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
-    let new: NewRelationship = request::read_json(body, &state.limits).await?;
+    let new: NewRelationship = request::read_json(&req, body, &state.limits).await?;
     check_name("start", &new.start)?;
     check_name("type", &new.rel_type)?;
     check_name("end", &new.end)?;
     let kura = state.kura.clone();
+    let limits = state.limits.clone();
     super::ensure_table(&kura, TABLE).await?;
     let rel = run_detached(async move {
         for n in [&new.start, &new.end] {
@@ -699,6 +711,7 @@ async fn create_relationship(
         }
         let props = new.properties.unwrap_or_default();
         let value = encode_props(&props);
+        request::check_value(&limits, "the relationship's properties", &value)?;
         let key = rel_key(&new.start, &new.rel_type, &new.end);
         let Some(ts) = create_row(&kura, &key, &value).await? else {
             return Err(AppError::Conflict(format!(
@@ -742,8 +755,9 @@ async fn update_relationship(
     body: web::Payload,
 ) -> AppResult<HttpResponse> {
     let (s, t, e) = rel_path(&req)?;
-    let patch: PropertyPatch = request::read_json(body, &state.limits).await?;
+    let patch: PropertyPatch = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
+    let limits = state.limits.clone();
     super::ensure_table(&kura, TABLE).await?;
     let rel = run_detached(async move {
         let key = rel_key(&s, &t, &e);
@@ -755,6 +769,7 @@ async fn update_relationship(
             clock::observe(ts);
             let props = patch.apply(&old.props);
             let value = encode_props(&props);
+            request::check_value(&limits, "the relationship's properties", &value)?;
             let cam = CheckAndMutate {
                 row: key.clone(),
                 family: FAMILY.into(),

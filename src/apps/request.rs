@@ -27,20 +27,28 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 1000;
 
 /// Reads the whole body (at most `limits.max_body` bytes, pausing at most
-/// `limits.body_idle_secs` between chunks) and parses it as JSON.
+/// `limits.body_idle_secs` between chunks) and parses it as JSON. A `Content-Length` over the
+/// limit is refused before any of the body is read.
 pub async fn read_json<T: DeserializeOwned>(
+    req: &HttpRequest,
     mut payload: web::Payload,
     limits: &Limits,
 ) -> AppResult<T> {
     let max = limits.max_body;
+    let too_large = || AppError::PayloadTooLarge(format!("body is larger than {max} bytes"));
+    let declared = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
     let idle = Duration::from_secs(limits.body_idle_secs);
-    let body = match collect_body(&mut payload, max, idle, 0).await {
+    let capacity = declared.unwrap_or(0) as usize;
+    let body = match collect_body(&mut payload, max, idle, capacity).await {
         Ok(body) => body,
-        Err(BodyError::TooLarge) => {
-            return Err(AppError::PayloadTooLarge(format!(
-                "body is larger than {max} bytes"
-            )))
-        }
+        Err(BodyError::TooLarge) => return Err(too_large()),
         Err(BodyError::Stalled(m)) => return Err(AppError::RequestTimeout(m)),
         Err(BodyError::Read(e)) => {
             return Err(AppError::bad(format!("could not read the body: {e}")))
@@ -50,6 +58,21 @@ pub async fn read_json<T: DeserializeOwned>(
         return Err(AppError::bad("a JSON body is required"));
     }
     serde_json::from_slice(&body).map_err(|e| AppError::bad(format!("invalid JSON body: {e}")))
+}
+
+/// 413 unless `value`, about to be stored as one cell, is within the server's limit on a cell
+/// value (`--max-value`, RELIABILITY.md "Limits"): what the applications store stays readable
+/// and writable through the HBase REST API, which holds every cell to it. `what` names the
+/// value for the client ("the article", "the node's properties").
+pub fn check_value(limits: &Limits, what: &str, value: &[u8]) -> AppResult<()> {
+    if value.len() > limits.max_value {
+        return Err(AppError::PayloadTooLarge(format!(
+            "{what} would be stored as {} bytes, over the limit of {} bytes on a cell value",
+            value.len(),
+            limits.max_value
+        )));
+    }
+    Ok(())
 }
 
 /// The query string as a map (the last of repeated names wins).
