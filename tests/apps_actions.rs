@@ -165,6 +165,15 @@ async fn bad_input_is_a_400_with_the_error_body() {
         post("/apps/actions/users/5", json!({})),
         post("/apps/actions/users/5", json!({"name": 1})),
         post("/apps/actions/users/5", json!({"name": "n", "stamp": -3})),
+        // Past 9999-12-31T23:59:59.999Z: not a time a client means.
+        post(
+            "/apps/actions/users/5",
+            json!({"name": "n", "stamp": 253_402_300_800_000u64}),
+        ),
+        post(
+            "/apps/actions/users/5",
+            json!({"name": "n", "stamp": u64::MAX}),
+        ),
         post(
             "/apps/actions/users/5",
             json!({"name": "n", "stamp": "now"}),
@@ -175,4 +184,14 @@ async fn bad_input_is_a_400_with_the_error_body() {
         let (status, body) = call!(&app, req);
         assert_eq!(assert_error(status, &body, 400), "bad_request");
     }
+    let (_, list) = call!(&app, get("/apps/actions/users/5"));
+    assert_eq!(list["actions"], json!([]), "{list}");
+    let (status, a) = call!(
+        &app,
+        post(
+            "/apps/actions/users/5",
+            json!({"name": "n", "stamp": 253_402_300_799_999u64})
+        )
+    );
+    assert_eq!(status, 201, "{a}");
 }

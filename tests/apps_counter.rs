@@ -258,6 +258,53 @@ async fn concurrent_hits_on_one_url_total_exactly() {
 }
 
 #[actix_web::test]
+async fn a_hit_at_the_latest_accepted_time_can_be_read_back() {
+    let s = store().await;
+    let app = app!(s.kura);
+    // 9999-12-30T23:59:59.999Z: its hour and day have a successor `end` can name.
+    let latest = 253_402_214_399_999i64;
+    let (status, h) = call!(
+        &app,
+        post(
+            "/apps/counter/hits",
+            json!({"domain": "a.jp", "path": "/", "at": latest})
+        )
+    );
+    assert_eq!(status, 200, "{h}");
+    assert_eq!(
+        (&h["hour"], &h["day"]),
+        (&json!("9999123023"), &json!("99991230"))
+    );
+    let (_, hourly) = call!(
+        &app,
+        get("/apps/counter/hourly?domain=a.jp&start=9999123023&end=9999123100")
+    );
+    assert_eq!(
+        counts(&hourly),
+        vec![("a.jp".into(), "/".into(), "9999123023".into(), 1)]
+    );
+    let (_, daily) = call!(
+        &app,
+        get("/apps/counter/daily?domain=a.jp&start=99991230&end=99991231")
+    );
+    assert_eq!(
+        counts(&daily),
+        vec![("a.jp".into(), "/".into(), "99991230".into(), 1)]
+    );
+    // One ms later: a bucket no query could read. Refused, and nothing counted.
+    let (status, body) = call!(
+        &app,
+        post(
+            "/apps/counter/hits",
+            json!({"domain": "a.jp", "path": "/", "at": latest + 1})
+        )
+    );
+    assert_eq!(assert_error(status, &body, 400), "bad_request");
+    let (_, total) = call!(&app, get("/apps/counter/total?domain=a.jp"));
+    assert_eq!(total["total"], 1, "{total}");
+}
+
+#[actix_web::test]
 async fn bad_input_is_a_400_with_the_error_body() {
     let s = store().await;
     let app = app!(s.kura);

@@ -100,9 +100,16 @@ async fn create(
     let user = request::path_u64(&req, "user_id")?;
     let new: NewAction = request::read_json(&req, body, &state.limits).await?;
     request::check_value(&state.limits, "the action's name", new.name.as_bytes())?;
-    let stamp = new
-        .stamp
-        .unwrap_or_else(|| clock::tick_unique().max(0) as u64);
+    let stamp = match new.stamp {
+        Some(s) if s > clock::LATEST_MS as u64 => {
+            return Err(AppError::bad(format!(
+                "stamp must be in 0..={} ms since the Unix epoch, got {s}",
+                clock::LATEST_MS
+            )))
+        }
+        Some(s) => s,
+        None => clock::tick_unique().max(0) as u64,
+    };
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
     let action = request::run_detached(async move {

@@ -47,6 +47,10 @@ pub const LEASE_MS: i64 = 2_000;
 /// The lease file, in the data dir.
 pub const LEASE_FILE: &str = "apps-clock";
 
+/// The latest time the applications accept from a client, 9999-12-31T23:59:59.999Z: times
+/// are shown with 4-digit years, and stay far inside JSON's exact integers.
+pub const LATEST_MS: i64 = 253_402_300_799_999;
+
 /// The clock of the applications: one per process ([`global`]), its own instances in tests.
 pub struct Clock {
     /// One more than the highest timestamp observed.

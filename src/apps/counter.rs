@@ -62,8 +62,10 @@ pub const MAX_BUCKETS: i64 = 10_000;
 /// Longest accepted domain and path, bytes (the row key stays far below the store's limit).
 const MAX_DOMAIN: usize = 253;
 const MAX_PATH: usize = 2048;
-/// Latest accepted hit time: 9999-12-31T23:59:59.999Z (bucket names have 4-digit years).
-const MAX_AT: i64 = 253_402_300_799_999;
+/// Latest accepted hit time: 9999-12-30T23:59:59.999Z. Bucket names have 4-digit years, and a
+/// query's `end` is exclusive: the last day's and hour's buckets must have a successor that can
+/// be named, or their counts could never be read.
+const MAX_AT: i64 = clock::LATEST_MS - 86_400_000;
 
 /// Lower-cases and checks a domain: non-empty labels, no control, space or URL delimiters.
 fn normalize_domain(raw: &str) -> AppResult<String> {
