@@ -489,6 +489,28 @@ async fn invalid_utf8_in_app_paths_and_queries_is_400_not_another_name() {
     assert_eq!(c.get_json("/apps/graph/nodes/%EF%BF%BD").await.status, 200);
 }
 
+/// A `%` that starts no escape in an id is a 400, not the literal text: `/nodes/%` and
+/// `/nodes/%25` must not name the same node.
+#[actix_web::test]
+async fn a_malformed_percent_escape_in_an_app_path_is_400_not_another_name() {
+    let c = client().await;
+    let r = c
+        .post_json("/apps/graph/nodes", &serde_json::json!({"id": "%"}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    for uri in [
+        "/apps/graph/nodes/%",
+        "/apps/graph/nodes/%zz",
+        "/apps/graph/nodes/a%2",
+        "/apps/blog/users/1/articles/%31%",
+    ] {
+        let r = c.get_json(uri).await;
+        assert_eq!(r.status, 400, "{uri}: {}", r.text());
+        assert!(r.text().contains("%25"), "{uri}: {}", r.text());
+    }
+    assert_eq!(c.get_json("/apps/graph/nodes/%25").await.status, 200);
+}
+
 /// A wrong method is a 405 whose `Allow` header lists the methods the path takes (RFC 9110
 /// requires it of a 405; the audit of session 7 found none), on the REST API and the apps.
 #[actix_web::test]

@@ -123,6 +123,19 @@ pub fn path_str(req: &HttpRequest, name: &str) -> AppResult<String> {
         .match_info()
         .get(name)
         .ok_or_else(|| AppError::Internal(format!("route has no segment {name}")))?;
+    // A `%` must start an escape: `%zz` or a bare `%` would otherwise name the literal text,
+    // and `/nodes/%` and `/nodes/%25` the same node.
+    let bytes = raw.as_bytes();
+    let malformed = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%'
+            && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    if malformed {
+        return Err(AppError::bad(format!(
+            "{name} is not valid percent-encoding: write a '%' as %25"
+        )));
+    }
     percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .map(|s| s.into_owned())
