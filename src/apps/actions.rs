@@ -87,6 +87,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct NewAction {
     name: String,
     stamp: Option<u64>,

@@ -175,6 +175,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct NewArticle {
     title: String,
     content: String,
@@ -251,6 +252,7 @@ async fn get(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResp
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ArticlePatch {
     title: Option<String>,
     content: Option<String>,

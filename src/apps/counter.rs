@@ -352,6 +352,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Hit {
     url: Option<String>,
     domain: Option<String>,

@@ -367,12 +367,14 @@ fn check_name(what: &str, s: &str) -> AppResult<()> {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct NewNode {
     id: String,
     properties: Option<Properties>,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct NewRelationship {
     start: String,
     #[serde(rename = "type")]
@@ -382,6 +384,7 @@ struct NewRelationship {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PropertyPatch {
     put: Option<Properties>,
     delete: Option<Vec<String>>,
