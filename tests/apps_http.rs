@@ -133,3 +133,47 @@ async fn parallel_storms_over_http_keep_the_graph_and_counter_exact() {
     handle.stop(true).await;
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Articles posted at once by many threads for one user: `article_id` increases in list order
+/// (`post_at` descending lists the largest id first), not only across separate requests.
+#[actix_web::test]
+async fn concurrent_posts_of_one_user_list_with_ids_in_posting_order() {
+    let s = store().await;
+    let data = web::Data::new(AppState {
+        kura: s.kura.clone(),
+        limits: Limits::default(),
+    });
+    let server =
+        HttpServer::new(move || App::new().app_data(data.clone()).configure(kura::configure))
+            .workers(4)
+            .bind(("127.0.0.1", 0))
+            .expect("bind");
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    let listed = actix_web::rt::task::spawn_blocking(move || {
+        let posted = parallel(16, move |i| {
+            (0..25)
+                .map(|k| {
+                    let body = json!({"title": format!("{i}-{k}"), "content": "c"});
+                    http(addr, "POST", "/apps/blog/users/9/articles", Some(body)).0
+                })
+                .filter(|s| *s == 201)
+                .count()
+        });
+        assert_eq!(posted.iter().sum::<usize>(), 400);
+        http(addr, "GET", "/apps/blog/users/9/articles?limit=1000", None).1
+    })
+    .await
+    .expect("client threads");
+    handle.stop(true).await;
+    let articles = listed["articles"].as_array().expect("articles");
+    assert_eq!(articles.len(), 400);
+    let ids: Vec<u64> = articles
+        .iter()
+        .map(|a| a["article_id"].as_u64().expect("id"))
+        .collect();
+    let inversions = ids.windows(2).filter(|w| w[0] < w[1]).count();
+    assert_eq!(inversions, 0, "newest first: {ids:?}");
+}

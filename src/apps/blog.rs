@@ -184,6 +184,13 @@ struct NewArticle {
     user_name: Option<String>,
 }
 
+/// Locks that order one user's article creations (striped: users share 64 of them). Held from
+/// the id's increment to the post time's tick, not while the rows are written.
+fn creation_lock(user: u64) -> &'static tokio::sync::Mutex<()> {
+    static LOCKS: [tokio::sync::Mutex<()>; 64] = [const { tokio::sync::Mutex::const_new(()) }; 64];
+    &LOCKS[(user % 64) as usize]
+}
+
 async fn create(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -195,6 +202,9 @@ async fn create(
     let limits = state.limits.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {
+        // The id and the post time are taken under the user's lock, so that a later id never
+        // gets an earlier time: ids increase in list order too.
+        let order = creation_lock(user).lock().await;
         let inc = Increment {
             row: sequence_key(user),
             columns: vec![(FAMILY.into(), Vec::new(), 1)],
@@ -206,6 +216,7 @@ async fn create(
             .map(i64::from_be_bytes)
             .ok_or_else(|| AppError::Internal("article id sequence returned no counter".into()))?;
         let ts = clock::tick_unique();
+        drop(order);
         let article = Article {
             article_id: u64::try_from(id)
                 .map_err(|_| AppError::Internal(format!("article id sequence is at {id}")))?,
