@@ -114,7 +114,32 @@ impl Catalog {
         let path = data_dir.join(CATALOG_FILE);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Catalog::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A fresh data dir, unless regions are there: then the catalog was lost, and
+                // starting empty would delete them all as orphans.
+                let regions = data_dir.join(REGIONS_DIR);
+                let found = fs::read_dir(&regions).map_or(0, |entries| {
+                    entries
+                        .flatten()
+                        .filter(|e| {
+                            e.file_name()
+                                .to_str()
+                                .is_some_and(|n| n.parse::<u64>().is_ok())
+                        })
+                        .count()
+                });
+                if found > 0 {
+                    return Err(ActorError::Internal(format!(
+                        "{} is missing but {} holds {found} region directories: restore the \
+                         catalog from a backup (nothing was changed), or move {} away to start \
+                         an empty store",
+                        path.display(),
+                        regions.display(),
+                        regions.display()
+                    )));
+                }
+                return Ok(Catalog::default());
+            }
             Err(e) => return Err(io_err("reading", &path, e)),
         };
         let catalog: Catalog = serde_json::from_slice(&bytes).map_err(|e| {

@@ -98,6 +98,10 @@ pub(crate) struct RegionSpec {
     pub families: Vec<FamilyDescriptor>,
     pub settings: RegionSettings,
     pub router: Recipient<AutoSplit>,
+    /// The catalog names this region from an earlier run (server start): its directory must
+    /// exist. A missing one fails the region closed instead of serving it empty (its rows would
+    /// read as absent). False for a region being created (a new table, a split).
+    pub existing: bool,
 }
 
 /// A row-ownership predicate, as [`StoreOptions::owns_row`] takes it.
@@ -242,7 +246,7 @@ impl RegionActor {
                     })
                     .ok();
             }
-            act.open(spec.families, ctx);
+            act.open(spec.families, spec.existing, ctx);
             act
         });
         (addr, requests)
@@ -267,7 +271,15 @@ impl RegionActor {
     /// Open (recover) the store on a thread of its own while the actor is paused: a long log
     /// replay holds back this region's requests only, not its arbiter's other regions and
     /// connections, and the regions of one arbiter recover in parallel.
-    fn open(&mut self, families: Vec<FamilyDescriptor>, ctx: &mut Context<Self>) {
+    fn open(&mut self, families: Vec<FamilyDescriptor>, existing: bool, ctx: &mut Context<Self>) {
+        if existing && !self.dir.is_dir() {
+            self.fail(format!(
+                "its directory {} is missing (the catalog names it): restore it from a backup, \
+                 or drop the table; the region stays closed rather than serve its rows as absent",
+                self.dir.display()
+            ));
+            return;
+        }
         let options = self.options(families, self.range);
         let (fs, dir) = (self.settings.file_system.clone(), self.dir.clone());
         let job = crate::background::run_now("open", move || match fs {

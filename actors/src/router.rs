@@ -164,7 +164,14 @@ impl Layout {
         }
     }
 
-    fn launch(&mut self, desc: &TableDescriptor, meta: &RegionMeta) -> Result<RegionRoute> {
+    /// Starts a region actor for `meta`; `existing`: the catalog named it before this call (a
+    /// restart, a reopen), so its directory must be there (see [`RegionSpec::existing`]).
+    fn launch(
+        &mut self,
+        desc: &TableDescriptor,
+        meta: &RegionMeta,
+        existing: bool,
+    ) -> Result<RegionRoute> {
         let router = self
             .router
             .clone()
@@ -182,6 +189,7 @@ impl Layout {
             families: desc.families.clone(),
             settings: self.settings.clone(),
             router,
+            existing,
         };
         let (addr, requests) = RegionActor::launch(spec, &self.arbiters[arbiter]);
         Ok(RegionRoute {
@@ -217,7 +225,7 @@ impl Layout {
         for entry in tables {
             let mut routes = Vec::with_capacity(entry.regions.len());
             for meta in &entry.regions {
-                routes.push(self.launch(&entry.descriptor, meta)?);
+                routes.push(self.launch(&entry.descriptor, meta, true)?);
             }
             self.publish(entry.descriptor, routes);
         }
@@ -272,7 +280,7 @@ impl Layout {
         self.catalog = next;
         let mut routes = Vec::with_capacity(regions.len());
         for meta in &regions {
-            routes.push(self.launch(&desc, meta)?);
+            routes.push(self.launch(&desc, meta, false)?);
         }
         self.publish(desc, routes);
         Ok(())
@@ -379,7 +387,7 @@ impl Layout {
             if let (Some(route), Some(entry)) = (route, self.catalog.tables.get(name).cloned()) {
                 let mut regions = Vec::new();
                 for meta in &entry.regions {
-                    match self.launch(&entry.descriptor, meta) {
+                    match self.launch(&entry.descriptor, meta, true) {
                         Ok(r) => regions.push(r),
                         Err(e2) => {
                             tracing::error!(table = name, error = %e2, "could not reopen a region of a table whose drop failed");
@@ -504,7 +512,7 @@ impl Layout {
         }
 
         // Step 3: start the new region and publish.
-        let new_route = self.launch(&desc, &new_meta)?;
+        let new_route = self.launch(&desc, &new_meta, false)?;
         let mut regions = route.regions.clone();
         if let Some(pos) = regions.iter().position(|r| r.id() == region) {
             regions[pos].bucket_end = at;
@@ -644,7 +652,7 @@ pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
             continue;
         };
         if !live.contains(&id) {
-            tracing::info!(region = id, "removing orphan region directory");
+            tracing::warn!(region = id, path = %entry.path().display(), "removing a region directory the catalog does not name (left by a crash during a create, split or drop)");
             std::fs::remove_dir_all(entry.path()).map_err(|e| {
                 ActorError::Internal(format!("removing {}: {e}", entry.path().display()))
             })?;

@@ -352,3 +352,88 @@ async fn writes_queued_before_a_shutdown_are_served_and_durable() {
     }
     kura.shutdown().await.expect("shutdown");
 }
+
+/// A lost `catalog.json` next to region directories is a refusal to start that changes nothing,
+/// not a fresh empty store that deletes every region as an orphan.
+#[actix_rt::test]
+async fn a_missing_catalog_next_to_regions_refuses_to_start_and_deletes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    kura.mutate("t", put(&key(1), b"kept")).await.expect("put");
+    kura.shutdown().await.expect("shutdown");
+    let catalog = dir.path().join("catalog.json");
+    let saved = std::fs::read(&catalog).expect("catalog");
+    std::fs::remove_file(&catalog).expect("lose the catalog");
+    let regions = || {
+        std::fs::read_dir(dir.path().join("regions"))
+            .expect("regions")
+            .count()
+    };
+    let before = regions();
+    let err = Kura::start(config(dir.path()))
+        .await
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("catalog.json") && msg.contains("missing"),
+        "{msg}"
+    );
+    assert_eq!(regions(), before, "no region directory was removed");
+    // Restored from a backup: everything is there.
+    std::fs::write(&catalog, saved).expect("restore");
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    let row = kura
+        .get("t", &key(1), &ReadSpec::default())
+        .await
+        .expect("get")
+        .expect("row");
+    assert_eq!(value(&row), b"kept");
+    kura.shutdown().await.expect("shutdown");
+}
+
+/// A region the catalog names whose directory is gone fails closed with an error that says so;
+/// it is not served empty (its rows would read as absent), and the other regions serve on.
+#[actix_rt::test]
+async fn a_region_whose_directory_is_missing_fails_closed_and_the_others_serve() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    let regions = kura.regions("t").await.expect("regions");
+    let in_region = |kura: &Kura, r: usize| {
+        (0..)
+            .map(key)
+            .find(|k| {
+                let b = kura.bucket_of("t", k).expect("bucket");
+                b >= regions[r].bucket_start && b < regions[r].bucket_end
+            })
+            .expect("a key")
+    };
+    let (lost, kept) = (in_region(&kura, 0), in_region(&kura, 1));
+    for k in [&lost, &kept] {
+        kura.mutate("t", put(k, b"v")).await.expect("put");
+    }
+    kura.shutdown().await.expect("shutdown");
+    let gone = dir.path().join("regions").join(regions[0].id.to_string());
+    std::fs::remove_dir_all(&gone).expect("lose a region directory");
+
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    let err = kura
+        .get("t", &lost, &ReadSpec::default())
+        .await
+        .expect_err("fails closed");
+    assert!(
+        matches!(&err, ActorError::RegionUnavailable { reason, .. } if reason.contains("missing")),
+        "{err:?}"
+    );
+    assert!(kura.mutate("t", put(&lost, b"new")).await.is_err());
+    assert!(!gone.exists(), "the region was not re-created empty");
+    let row = kura
+        .get("t", &kept, &ReadSpec::default())
+        .await
+        .expect("get")
+        .expect("row");
+    assert_eq!(value(&row), b"v");
+    kura.shutdown().await.expect("shutdown");
+}
