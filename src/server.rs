@@ -167,6 +167,60 @@ pub async fn refuse_cross_origin(
     Ok(next.call(req).await?.map_into_boxed_body())
 }
 
+/// Whether a `Host` header value names this machine's loopback interface: `localhost` or a
+/// `*.localhost` name (RFC 6761: never resolved through DNS), an IPv4 address in 127.0.0.0/8,
+/// or `[::1]`, with any port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // `[v6]` or `[v6]:port`
+        match rest.split_once(']') {
+            Some((v6, _)) => {
+                return v6
+                    .parse::<std::net::Ipv6Addr>()
+                    .is_ok_and(|a| a.is_loopback())
+            }
+            None => return false,
+        }
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
+/// Middleware (loopback-only servers, the default): 403 for a request whose `Host` is not a
+/// loopback name. A web page on a name its attacker re-points to 127.0.0.1 (DNS rebinding)
+/// is same-origin to the browser, so `Origin` checks and CORS do not stop it from reading and
+/// writing the token-less Kura; the `Host` it sends still names the attacker's domain.
+/// Requests without `Host` (HTTP/1.0) pass. `--allow-remote` turns the check off: remote
+/// clients address the server by names of their own, and the token protects it there.
+pub async fn refuse_foreign_host(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let host = req
+        .headers()
+        .get(actix_web::http::header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{FFFD}").to_string());
+    if let Some(host) = host.filter(|h| !is_loopback_host(h)) {
+        let resp = ApiError::Forbidden(format!(
+            "Host {host:?} is not a loopback name: this server listens on its loopback address \
+             only and answers requests addressed to localhost or 127.0.0.1 (a guard against DNS \
+             rebinding); start it with --allow-remote (and a token) to serve other names"
+        ))
+        .error_response();
+        let (http_req, _) = req.into_parts();
+        let mut resp = resp;
+        resp.head_mut().set_connection_type(ConnectionType::Close);
+        return Ok(ServiceResponse::new(http_req, resp));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
 /// Middleware: turns a panic inside the handler into a 500 answer.
 ///
 /// It must not keep a clone of the `HttpRequest` while the inner service runs: actix's router
@@ -232,6 +286,7 @@ pub fn build_server(
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let token = web::Data::new(AuthToken(token));
     let max_body = config.max_body;
+    let loopback_only = !config.allow_remote;
     let mut server = HttpServer::new(move || {
         if register_arbiters {
             state.register_current_arbiter();
@@ -250,6 +305,10 @@ pub fn build_server(
             }))
             .wrap(actix_web::middleware::Compress::default())
             .wrap(from_fn(refuse_cross_origin))
+            .wrap(actix_web::middleware::Condition::new(
+                loopback_only,
+                from_fn(refuse_foreign_host),
+            ))
             .wrap(from_fn(require_bearer))
             .wrap(from_fn(catch_panic))
             // Outermost, so that 401s and panics are counted too.
@@ -269,6 +328,34 @@ pub fn build_server(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts_are_the_loopback_names_and_addresses_with_any_port() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8080",
+            "localhost.",
+            "kura.localhost:1",
+            "127.0.0.1",
+            "127.1.2.3:8080",
+            "[::1]",
+            "[::1]:8080",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "rebind.attacker.example:8080",
+            "localhost.attacker.example",
+            "127.0.0.1.attacker.example",
+            "10.0.0.1:8080",
+            "[::2]:80",
+            "[::1",
+            "x",
+            "",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn token_must_match_exactly() {

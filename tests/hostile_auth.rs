@@ -158,7 +158,7 @@ fn a_refused_request_trickling_its_body_is_answered_without_waiting_for_it() {
     let mut sock = std::net::TcpStream::connect(server.addr).expect("connect");
     sock.set_read_timeout(Some(Duration::from_millis(100)))
         .expect("timeout");
-    sock.write_all(b"POST /t/row HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n")
+    sock.write_all(b"POST /t/row HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 60\r\n\r\n")
         .expect("head");
     let started = Instant::now();
     let mut answer = Vec::new();
@@ -225,4 +225,72 @@ fn writes_from_a_page_of_another_origin_are_refused() {
         .request("PUT", "/csrf2/schema", &[json], schema)
         .expect("put");
     assert_eq!(r.status, 201, "no Origin: an HTTP client, not a browser");
+}
+
+/// One raw HTTP/1.1 request with the given `Host`; the status code.
+fn status_with_host(server: &Server, method: &str, path: &str, host: &str, body: &[u8]) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(server.addr).expect("connect");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).expect("send");
+    s.write_all(body).expect("send body");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw)
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .expect("a status line")
+}
+
+/// DNS rebinding: a page on the attacker's name, re-pointed to 127.0.0.1, is same-origin to the
+/// browser (its `Origin` matches its `Host`), so only the `Host` it sends tells it apart. A
+/// loopback-only server (the default) answers loopback names only: reads and writes by any
+/// other name are refused, and change nothing.
+#[test]
+fn requests_addressed_to_another_name_than_loopback_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), &[]);
+    let mut http = server.client();
+    let schema = br#"{"ColumnSchema":[{"name":"cf"}]}"#;
+    let r = http
+        .request(
+            "PUT",
+            "/t/schema",
+            &[("Content-Type", "application/json")],
+            schema,
+        )
+        .expect("create");
+    assert_eq!(r.status, 201);
+    let port = server.addr.port();
+    let rebound = format!("rebind.attacker.example:{port}");
+    for (method, path) in [
+        ("PUT", "/t/r/cf:a"),
+        ("GET", "/t/r/cf:a"),
+        ("DELETE", "/t/schema"),
+        ("POST", "/admin/tables/t/flush"),
+        ("GET", "/admin/tables"),
+    ] {
+        let status = status_with_host(&server, method, path, &rebound, b"pwned");
+        assert_eq!(status, 403, "{method} {path}");
+    }
+    let r = http.request("GET", "/t/schema", &[], b"").expect("get");
+    assert_eq!(r.status, 200, "the table is still there");
+    let r = http.request("GET", "/t/r/cf:a", &[], b"").expect("get");
+    assert_eq!(r.status, 404, "nothing was written");
+    // Loopback names, any port, are this server.
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "localhost".into(),
+    ] {
+        assert_eq!(
+            status_with_host(&server, "PUT", "/t/r/cf:a", &host, b"v"),
+            200,
+            "{host}"
+        );
+    }
 }

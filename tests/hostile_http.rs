@@ -533,7 +533,8 @@ fn invalid_utf8_and_huge_headers_get_4xx() {
             ),
         ),
         ("invalid UTF-8 in X-Timestamp of a binary put", {
-            let mut req = b"PUT /h/r/cf:a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_vec();
+            let mut req =
+                b"PUT /h/r/cf:a HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n".to_vec();
             req.extend_from_slice(b"Content-Type: application/octet-stream\r\n");
             req.extend_from_slice(
                 b"X-Row: \xff\xfe\r\nX-Timestamp: \xff\xfe\r\nContent-Length: 1\r\n\r\nv",
@@ -843,7 +844,7 @@ fn slowloris(addr: SocketAddr, give_up: Duration) -> Result<Duration, String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(1)))
         .map_err(|e| e.to_string())?;
-    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .map_err(|e| format!("first write: {e}"))?;
     let mut buf = [0u8; 512];
     let mut i = 0;
@@ -947,7 +948,7 @@ fn a_body_that_stops_arriving_is_408_and_applies_nothing() {
     create_table(&mut server.client(), "h", &["cf"]);
     let stalled = |path: &str, partial: &str| {
         format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
              Content-Length: 500\r\n\r\n{partial}"
         )
         .into_bytes()
