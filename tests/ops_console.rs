@@ -55,6 +55,19 @@ async fn console_assets_are_served_with_their_content_types() {
         );
         let text = String::from_utf8(body.to_vec()).expect("utf-8 asset");
         assert!(text.contains(marker), "{uri} is the real file");
+        // Another site cannot frame it (clickjacking a split or a drop).
+        assert_eq!(
+            headers.get("x-frame-options").and_then(|v| v.to_str().ok()),
+            Some("DENY"),
+            "{uri}"
+        );
+        assert_eq!(
+            headers
+                .get("content-security-policy")
+                .and_then(|v| v.to_str().ok()),
+            Some("frame-ancestors 'none'"),
+            "{uri}"
+        );
     }
 }
 

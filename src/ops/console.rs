@@ -54,6 +54,10 @@ pub async fn asset(path: web::Path<String>) -> HttpResponse {
             .content_type(a.content_type)
             .insert_header((header::CACHE_CONTROL, "no-cache"))
             .insert_header(("X-Content-Type-Options", "nosniff"))
+            // No other site may frame the console: a click in an invisible frame would be the
+            // operator's own, same-origin request (clickjacking: a split, a flush, a drop).
+            .insert_header(("X-Frame-Options", "DENY"))
+            .insert_header((header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"))
             .body(a.body),
         None => HttpResponse::NotFound()
             .content_type("text/plain; charset=utf-8")
