@@ -310,6 +310,9 @@ async fn bad_admin_input_is_a_json_400() {
         format!("/admin/tables/t/regions/{id}/split?bucket=minus"),
         format!("/admin/tables/t/regions/{id}/split?bucket=0"),
         format!("/admin/tables/t/regions/{id}/split?bucket={end}"),
+        // Misspelt parameters: a split cannot be undone, so not one at another bucket.
+        format!("/admin/tables/t/regions/{id}/split?buket=3"),
+        "/admin/tables/t/compact?majr=true".to_string(),
     ] {
         let (status, v) = call!(app, post, uri);
         assert_eq!(status, 400, "{uri}: {v}");
@@ -317,6 +320,18 @@ async fn bad_admin_input_is_a_json_400() {
             .as_str()
             .is_some_and(|m| !m.is_empty()));
     }
+    let (_, v) = call!(
+        app,
+        post,
+        format!("/admin/tables/t/regions/{id}/split?buket=3")
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("buket"),
+        "the message names it: {v}"
+    );
     assert_eq!(
         kura.regions("t").await.expect("regions").len(),
         2,

@@ -239,6 +239,9 @@ pub async fn flush(state: web::Data<AppState>, path: web::Path<String>) -> Resul
 
 /// Query of `POST /admin/tables/{t}/compact`.
 #[derive(Debug, Deserialize)]
+// A misspelt parameter (`buket=`) is a 400, not a split at another bucket: splits cannot be
+// undone.
+#[serde(deny_unknown_fields)]
 pub struct CompactQuery {
     /// `true` for a major compaction; default `false` (minor).
     pub major: Option<String>,
@@ -285,6 +288,9 @@ pub async fn compact(
 
 /// Query of `POST /admin/tables/{t}/regions/{id}/split`.
 #[derive(Debug, Deserialize)]
+// A misspelt parameter (`buket=`) is a 400, not a split at another bucket: splits cannot be
+// undone.
+#[serde(deny_unknown_fields)]
 pub struct SplitQuery {
     /// First bucket of the new upper region.
     pub bucket: Option<String>,
