@@ -198,7 +198,17 @@ pub enum ConfigError {
     /// The token file cannot be read or is empty.
     #[error("token file {0}: {1}")]
     TokenFile(PathBuf, String),
+    /// `KURA_TOKEN` is set but empty: authentication would silently be off.
+    #[error("KURA_TOKEN is set but empty: set a token, or unset it to run without one")]
+    EmptyToken,
+    /// More threads than the server will start.
+    #[error("--{0} {1} is more threads than the server starts (at most {MAX_THREADS}; 0 = one per core)")]
+    TooManyThreads(&'static str, usize),
 }
+
+/// Most HTTP workers or region arbiters the server starts: far past any core count, and below
+/// what a process may create before thread creation fails.
+pub const MAX_THREADS: usize = 1024;
 
 impl Config {
     /// The socket addresses `--bind` resolves to.
@@ -223,6 +233,11 @@ impl Config {
         if !self.allow_remote && addrs.iter().any(|a| !a.ip().is_loopback()) {
             return Err(ConfigError::RemoteNotAllowed(self.bind.clone()));
         }
+        for (flag, n) in [("workers", self.workers), ("arbiters", self.arbiters)] {
+            if n > MAX_THREADS {
+                return Err(ConfigError::TooManyThreads(flag, n));
+            }
+        }
         Ok(addrs)
     }
 
@@ -240,10 +255,11 @@ impl Config {
             }
             return Ok(Some(token));
         }
-        Ok(std::env::var("KURA_TOKEN")
-            .ok()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty()))
+        match std::env::var("KURA_TOKEN") {
+            Ok(t) if t.trim().is_empty() => Err(ConfigError::EmptyToken),
+            Ok(t) => Ok(Some(t.trim().to_string())),
+            Err(_) => Ok(None),
+        }
     }
 
     /// HTTP worker threads: `--workers`, or one per core.

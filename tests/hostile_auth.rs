@@ -95,6 +95,15 @@ fn requests_without_the_right_bearer_token_are_refused_with_401() {
 
 /// Runs the binary with `args` and waits up to 20 s for it to exit; `None` if it kept running.
 fn exit_status_of(args: &[&str]) -> (Option<std::process::ExitStatus>, String) {
+    exit_status_with_env(args, &[])
+}
+
+/// `exit_status_of` with environment variables set (`KURA_TOKEN` and `KURA_ALLOW_REMOTE` are
+/// otherwise removed).
+fn exit_status_with_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<std::process::ExitStatus>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_kura"))
         .args(args)
@@ -102,6 +111,7 @@ fn exit_status_of(args: &[&str]) -> (Option<std::process::ExitStatus>, String) {
         .arg(dir.path().join("data"))
         .env_remove("KURA_ALLOW_REMOTE")
         .env_remove("KURA_TOKEN")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -141,6 +151,27 @@ fn an_unreadable_token_file_is_refused_at_start() {
         exit_status_of(&["--bind", &bind, "--token-file", "/nonexistent/kura-token"]);
     let status = status.expect("kura started without its token file");
     assert!(!status.success(), "exit status {status}; {stderr}");
+}
+
+/// An empty `KURA_TOKEN` (a deployment whose secret did not arrive) is refused at start instead
+/// of running without authentication, as an empty token file is; so are absurd thread counts,
+/// with a message instead of a panic.
+#[test]
+fn an_empty_token_or_an_absurd_thread_count_is_refused_at_start_with_a_message() {
+    let bind = format!("127.0.0.1:{}", free_port());
+    let (status, stderr) = exit_status_with_env(&["--bind", &bind], &[("KURA_TOKEN", " ")]);
+    let status = status.expect("kura started with an empty token");
+    assert!(!status.success(), "exit status {status}");
+    assert!(stderr.contains("KURA_TOKEN"), "{stderr}");
+    for flag in ["--workers", "--arbiters"] {
+        let (status, stderr) = exit_status_of(&["--bind", &bind, flag, "5000"]);
+        let status = status.expect("kura kept running");
+        assert_eq!(status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&flag[2..]) && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
 }
 
 /// An unauthenticated client that trickles its body in (a byte now and then, never pausing
