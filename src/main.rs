@@ -135,6 +135,11 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
             }
         }
     };
+    // Every region opened (its log replayed) before the first answer: `/healthz` then means
+    // ready, and the startup time includes the replay.
+    for table in kura.list_tables() {
+        let _ = kura.regions(&table.name).await;
+    }
     kura::ops::metrics::record_startup(started.elapsed());
     tracing::info!(
         took_ms = started.elapsed().as_millis() as u64,
@@ -156,20 +161,15 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
         limits: config.limits(),
     });
     if !config.transparent_huge_pages {
-        let kura = kura.clone();
-        actix_rt::spawn(async move {
-            // A region answers only once its store is open (its log replayed).
-            for table in kura.list_tables() {
-                let _ = kura.regions(&table.name).await;
-            }
-            no_transparent_huge_pages();
-        });
+        // Every region has replayed its log by now (above).
+        no_transparent_huge_pages();
     }
     tracing::info!(bind = %config.bind, data_dir = %config.data_dir.display(), "kura serving");
     let (served, closed) = tokio::select! {
         served = &mut served => (served, kura.shutdown().await),
         () = wait_for_signal() => {
             tracing::info!("shutdown requested (a second SIGINT or SIGTERM exits at once)");
+            kura::ops::begin_shutdown();
             // A shutdown that hangs (a disk that stopped answering) can still be cut short
             // without SIGKILL; what was acknowledged in `sync` durability is in the logs.
             actix_rt::spawn(async {

@@ -1,8 +1,9 @@
 //! Operating Kura: liveness, metrics, admin operations and the web console.
 //!
 //! # Layout
-//! - `GET /healthz`: liveness, `200 ok` as plain text. Touches nothing: it is the load
-//!   generator's HTTP ceiling baseline.
+//! - `GET /healthz`: readiness, `200 ok` as plain text once every region has opened, `503`
+//!   from the start of a shutdown. Touches nothing else: it is the load generator's HTTP
+//!   ceiling baseline.
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format 0.0.4, and
 //!   [`metrics::MetricsMiddleware`], which the server wraps its App with to count and time
 //!   every request by endpoint kind and operation.
@@ -39,8 +40,24 @@ pub mod metrics;
 
 use actix_web::{web, HttpResponse};
 
-/// `GET /healthz`: as cheap as a handler can be.
+/// Set once the server has begun to shut down: `/healthz` then answers 503, so that a load
+/// balancer stops sending requests the closing regions would refuse.
+static SHUTTING_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the server as shutting down (see [`healthz`]).
+pub fn begin_shutdown() {
+    SHUTTING_DOWN.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `GET /healthz`: as cheap as a handler can be. 200 `ok` once the server serves (requests
+/// that arrive before, this one included, wait until every region has opened), 503
+/// `shutting down` from the start of a shutdown.
 pub async fn healthz() -> HttpResponse {
+    if SHUTTING_DOWN.load(std::sync::atomic::Ordering::Relaxed) {
+        return HttpResponse::ServiceUnavailable()
+            .content_type("text/plain; charset=utf-8")
+            .body("shutting down");
+    }
     HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")
         .body("ok")
