@@ -106,13 +106,38 @@ pub async fn require_bearer(
                 }
             }
         }
-        let mut resp = ApiError::Unauthorized.error_response();
+        let mut resp = refusal(http_req.path(), ApiError::Unauthorized);
         if !whole {
             resp.head_mut().set_connection_type(ConnectionType::Close);
         }
         return Ok(ServiceResponse::new(http_req, resp));
     }
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// The answer to a request the server's guards refuse (no token, another origin, another
+/// host): the REST API's plain-text error, or under `/admin/` and `/apps/` the JSON error body
+/// their contracts promise for every answer (`{"error": {"code", "message"}}`), with the same
+/// status and headers.
+fn refusal(path: &str, err: ApiError) -> actix_web::HttpResponse {
+    let mut resp = err.error_response();
+    let json_paths = ["/admin", "/apps"];
+    if json_paths
+        .iter()
+        .any(|p| path == *p || path.starts_with(&format!("{p}/")))
+    {
+        let code = match err {
+            ApiError::Unauthorized => "unauthorized",
+            _ => "forbidden",
+        };
+        let body = serde_json::json!({"error": {"code": code, "message": err.to_string()}});
+        resp.headers_mut().insert(
+            actix_web::http::header::CONTENT_TYPE,
+            actix_web::http::header::HeaderValue::from_static("application/json"),
+        );
+        resp = resp.set_body(BoxBody::new(body.to_string()));
+    }
+    resp
 }
 
 /// Whether an unsafe request (`POST`, `PUT`, `DELETE`, ...) comes from a web page of another
@@ -154,11 +179,13 @@ pub async fn refuse_cross_origin(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("?")
             .to_string();
-        let resp = ApiError::Forbidden(format!(
-            "cross-origin write refused: the request's Origin {origin:?} is not this server; \
-             Kura accepts writes from its own pages and from clients that send no Origin"
-        ))
-        .error_response();
+        let resp = refusal(
+            req.path(),
+            ApiError::Forbidden(format!(
+                "cross-origin write refused: the request's Origin {origin:?} is not this server; \
+                 Kura accepts writes from its own pages and from clients that send no Origin"
+            )),
+        );
         let (http_req, _) = req.into_parts();
         let mut resp = resp;
         resp.head_mut().set_connection_type(ConnectionType::Close);
@@ -207,12 +234,15 @@ pub async fn refuse_foreign_host(
         .get(actix_web::http::header::HOST)
         .map(|h| h.to_str().unwrap_or("\u{FFFD}").to_string());
     if let Some(host) = host.filter(|h| !is_loopback_host(h)) {
-        let resp = ApiError::Forbidden(format!(
-            "Host {host:?} is not a loopback name: this server listens on its loopback address \
-             only and answers requests addressed to localhost or 127.0.0.1 (a guard against DNS \
-             rebinding); start it with --allow-remote (and a token) to serve other names"
-        ))
-        .error_response();
+        let resp = refusal(
+            req.path(),
+            ApiError::Forbidden(format!(
+                "Host {host:?} is not a loopback name: this server listens on its loopback \
+                 address only and answers requests addressed to localhost or 127.0.0.1 (a guard \
+                 against DNS rebinding); start it with --allow-remote (and a token) to serve \
+                 other names"
+            )),
+        );
         let (http_req, _) = req.into_parts();
         let mut resp = resp;
         resp.head_mut().set_connection_type(ConnectionType::Close);

@@ -67,6 +67,16 @@ fn requests_without_the_right_bearer_token_are_refused_with_401() {
         }
     }
 
+    // The admin API and the applications answer every refusal in their JSON error shape.
+    for (method, path) in [("GET", "/admin/tables"), ("GET", "/apps/actions/users/1")] {
+        let r = http.request(method, path, &[], b"").expect("request");
+        assert_eq!(r.status, 401);
+        assert_eq!(r.header("Content-Type"), Some("application/json"), "{path}");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("a JSON body");
+        assert_eq!(v["error"]["code"], "unauthorized", "{v}");
+        assert!(r.header("WWW-Authenticate").is_some());
+    }
+
     let auth = ("Authorization", good.as_str());
     let r = http
         .request(
