@@ -165,6 +165,12 @@ pub struct Config {
     #[arg(long, env = "KURA_MAX_SCANNERS", default_value_t = 1000)]
     pub max_scanners: usize,
 
+    /// Most client connections served at once (0 = half the process's file descriptor limit,
+    /// which the server raises to its hard limit at start). Further connections wait in the
+    /// listen backlog: the store keeps the descriptors its logs and segments need.
+    #[arg(long, env = "KURA_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+
     /// Seconds after which an unused scanner is closed.
     #[arg(long, env = "KURA_SCANNER_IDLE_SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=604_800))]
@@ -262,6 +268,15 @@ impl Config {
         }
     }
 
+    /// Client connections served at once, over all workers: `--max-connections`, or half of
+    /// `fd_limit` (the process's open-file limit), at least 64.
+    pub fn connection_limit(&self, fd_limit: u64) -> usize {
+        match self.max_connections {
+            0 => usize::try_from(fd_limit / 2).unwrap_or(usize::MAX).max(64),
+            n => n,
+        }
+    }
+
     /// HTTP worker threads: `--workers`, or one per core.
     pub fn worker_threads(&self) -> usize {
         match self.workers {
@@ -353,6 +368,16 @@ mod tests {
         assert_eq!(
             parse(&["--background-write-mb", "0"]).background_write_mb,
             0
+        );
+    }
+
+    #[test]
+    fn connections_are_limited_to_half_the_descriptors_unless_told_otherwise() {
+        assert_eq!(parse(&[]).connection_limit(1024), 512);
+        assert_eq!(parse(&[]).connection_limit(20), 64);
+        assert_eq!(
+            parse(&["--max-connections", "100"]).connection_limit(1024),
+            100
         );
     }
 

@@ -115,6 +115,33 @@ pub async fn require_bearer(
     Ok(next.call(req).await?.map_into_boxed_body())
 }
 
+/// The process's open-file limit (soft), raised first to its hard limit: every region holds a
+/// log and its segments open, every connection a socket, and the usual soft limit (1024) is
+/// low for both. Connections are then held to a share of it ([`Config::connection_limit`]):
+/// a flood of connections that took every descriptor made the next flush fail and poison
+/// its region.
+pub fn fd_limit() -> u64 {
+    #[cfg(unix)]
+    {
+        use rustix::process::{getrlimit, setrlimit, Resource};
+        let mut limit = getrlimit(Resource::Nofile);
+        if let (Some(soft), hard) = (limit.current, limit.maximum) {
+            let want = hard.unwrap_or(u64::MAX).min(1 << 20);
+            if soft < want {
+                limit.current = Some(want);
+                if let Err(e) = setrlimit(Resource::Nofile, limit) {
+                    tracing::warn!("could not raise the open-file limit from {soft}: {e}");
+                }
+            }
+        }
+        getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+    }
+    #[cfg(not(unix))]
+    {
+        u64::MAX
+    }
+}
+
 /// The answer to a request the server's guards refuse (no token, another origin, another
 /// host): the REST API's plain-text error, or under `/admin/` and `/apps/` the JSON error body
 /// their contracts promise for every answer (`{"error": {"code", "message"}}`), with the same
@@ -351,7 +378,11 @@ pub fn build_server(
     .tcp_nodelay(true)
     .shutdown_timeout(10)
     .disable_signals();
-    server = server.workers(config.worker_threads());
+    let workers = config.worker_threads();
+    let connections = config.connection_limit(fd_limit());
+    server = server
+        .workers(workers)
+        .max_connections(connections.div_ceil(workers).max(1));
     Ok(server.bind(&addrs[..])?.run())
 }
 
