@@ -99,3 +99,89 @@ async fn poisoned_region_fails_closed(sync_thread: bool) {
         .await
         .expect("shutdown closes the healthy regions");
 }
+
+/// A flush that cannot create its segment file (a full disk, no descriptor left) poisons the
+/// store, but every acknowledged write is still in the region's logs: the region fails closed,
+/// then reopens from disk on its own and serves them all again, without a restart.
+#[actix_rt::test]
+async fn a_region_failed_by_a_flush_reopens_from_disk_with_every_acknowledged_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = SimFs::new();
+    let mut cfg = config(dir.path());
+    cfg.durability = storage::Durability::Sync;
+    cfg.file_system = Some(Arc::new(sim.clone()));
+    let kura = Kura::start(cfg).await.expect("start");
+    kura.create_table(table("t", 16, 1)).await.expect("create");
+    for i in 0..20 {
+        kura.mutate("t", put(&key(i), b"v")).await.expect("put");
+    }
+    sim.inject(Fault {
+        op: FaultOp::Create,
+        nth: 1,
+        persistent: false,
+    });
+    kura.flush("t")
+        .await
+        .expect_err("the segment file cannot be created");
+    let read = kura.get("t", &key(0), &ReadSpec::default()).await;
+    assert!(
+        matches!(read, Err(ActorError::RegionUnavailable { .. })),
+        "fails closed first: {read:?}"
+    );
+    let start = std::time::Instant::now();
+    loop {
+        match kura.get("t", &key(0), &ReadSpec::default()).await {
+            Ok(_) => break,
+            Err(e) => assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "did not reopen: {e:?}"
+            ),
+        }
+        actix_rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for i in 0..20 {
+        let row = kura
+            .get("t", &key(i), &ReadSpec::default())
+            .await
+            .expect("get")
+            .expect("an acknowledged row");
+        assert_eq!(value(&row), b"v");
+    }
+    kura.mutate("t", put(&key(20), b"w"))
+        .await
+        .expect("writes again");
+    kura.flush("t").await.expect("flushes again");
+    let infos = kura.regions("t").await.expect("regions");
+    assert!(!infos[0].stats.poisoned);
+    kura.shutdown().await.expect("shutdown");
+}
+
+/// A failed log fsync is another matter: the batch it covered was answered as failed, yet its
+/// bytes may be in the log, so a reopen could apply writes their callers were told did not
+/// happen (RELIABILITY.md rule 5). Such a region stays closed.
+#[actix_rt::test]
+async fn a_region_whose_log_fsync_failed_stays_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = SimFs::new();
+    let mut cfg = config(dir.path());
+    cfg.durability = storage::Durability::Sync;
+    cfg.file_system = Some(Arc::new(sim.clone()));
+    let kura = Kura::start(cfg).await.expect("start");
+    kura.create_table(table("t", 16, 1)).await.expect("create");
+    kura.mutate("t", put(&key(0), b"v")).await.expect("put");
+    sim.inject(Fault {
+        op: FaultOp::Sync,
+        nth: 1,
+        persistent: false,
+    });
+    kura.mutate("t", put(&key(1), b"lost"))
+        .await
+        .expect_err("the fsync failed");
+    actix_rt::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let read = kura.get("t", &key(1), &ReadSpec::default()).await;
+    assert!(
+        matches!(read, Err(ActorError::RegionUnavailable { .. })),
+        "still closed: {read:?}"
+    );
+    kura.shutdown().await.expect("shutdown");
+}
