@@ -174,6 +174,16 @@ impl Clock {
     /// call is an error.
     pub fn open(&self, data_dir: &Path) -> Result<(), String> {
         let path = data_dir.join(LEASE_FILE);
+        // Temporary files a crash left behind (`write_lease`).
+        if let Ok(entries) = std::fs::read_dir(data_dir) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with(&format!("{LEASE_FILE}.")) && name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         let stored = match std::fs::read_to_string(&path) {
             Ok(text) => text.trim().parse::<i64>().map_err(|_| {
                 format!(
@@ -306,7 +316,11 @@ impl Lease {
 /// fsync.
 fn write_lease(path: &Path, bound: i64) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    // A name of its own per write: two clocks on one directory (a test's crashed one and its
+    // successor) never rename each other's half-written file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_file_name(format!("{LEASE_FILE}.{}-{n}.tmp", std::process::id()));
     let mut f = std::fs::File::create(&tmp)?;
     writeln!(f, "{bound}")?;
     f.sync_all()?;
