@@ -33,8 +33,7 @@
 //!    acknowledged write can miss an export and no request received before a close is refused.
 //! 3. A request routed by a bucket the region does not own is answered `NotOwner`, never served.
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
-//!    later request is answered `RegionUnavailable` until the server restarts, or until the
-//!    region reopens from disk (invariant 7).
+//!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
 //! 6. Opening (recovering) the store, a split's flush and export, a flush on command and the
 //!    freeze that starts a background flush run on a thread of their own with the store moved
@@ -43,12 +42,6 @@
 //!    core, an HTTP worker) serves its other regions and connections meanwhile. A background
 //!    flush or compaction that finishes meanwhile (actix still polls the actor's spawned
 //!    futures) waits in `deferred` and is installed once the store is back.
-//! 7. A region whose store was poisoned by a failed flush or compaction (a full disk, no file
-//!    descriptor left) reopens from disk after a pause (1 s, doubling to 60 s), as
-//!    RELIABILITY.md asks of a failed store: its logs hold every acknowledged write, since they
-//!    are deleted only once a flush is installed. Never once a batch that reached the log was
-//!    answered as failed (`log_failed`): a reopen would apply writes their callers were told
-//!    did not happen (RELIABILITY.md rule 5); such a region stays closed until a restart.
 
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
@@ -203,24 +196,7 @@ pub struct RegionActor {
     /// Client requests (`RegionHandle::call`, `routing.rs`), read by [`RequestQueue`] and
     /// drained by [`RegionActor::settle`].
     requests: tokio::sync::mpsc::UnboundedReceiver<ClientRequest>,
-    /// A batch written to the log was answered as failed (its write or fsync failed): the log
-    /// may hold writes their callers were told did not happen, so the region must not recover
-    /// them by reopening (invariant 7).
-    log_failed: bool,
-    /// When the failed region next tries to reopen from disk (invariant 7), and the pause
-    /// after that attempt.
-    recover_at: Option<std::time::Instant>,
-    recovery_delay: Duration,
-    /// The store was dropped to be reopened: an open that fails is retried too.
-    reopening: bool,
-    /// The families of the store being reopened (for a retry after a failed open).
-    last_families: Vec<FamilyDescriptor>,
 }
-
-/// The first pause before a failed region reopens from disk; it doubles per attempt, up to
-/// [`MAX_RECOVERY_DELAY`], and starts over once a flush succeeds.
-const FIRST_RECOVERY_DELAY: Duration = Duration::from_secs(1);
-const MAX_RECOVERY_DELAY: Duration = Duration::from_secs(60);
 
 /// A background result waiting for the store to come back.
 type Deferred = Box<dyn FnOnce(&mut RegionActor, &mut Context<RegionActor>)>;
@@ -262,11 +238,6 @@ impl RegionActor {
                 store_away: false,
                 deferred: Vec::new(),
                 requests: queue,
-                log_failed: false,
-                recover_at: None,
-                recovery_delay: FIRST_RECOVERY_DELAY,
-                reopening: false,
-                last_families: Vec::new(),
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
@@ -301,11 +272,7 @@ impl RegionActor {
     /// replay holds back this region's requests only, not its arbiter's other regions and
     /// connections, and the regions of one arbiter recover in parallel.
     fn open(&mut self, families: Vec<FamilyDescriptor>, existing: bool, ctx: &mut Context<Self>) {
-        let present = match &self.settings.file_system {
-            Some(fs) => fs.exists(&self.dir),
-            None => self.dir.is_dir(),
-        };
-        if existing && !present {
+        if existing && !self.dir.is_dir() {
             self.fail(format!(
                 "its directory {} is missing (the catalog names it): restore it from a backup, \
                  or drop the table; the region stays closed rather than serve its rows as absent",
@@ -373,45 +340,6 @@ impl RegionActor {
         if self.failed.is_none() {
             self.failed = Some(reason);
         }
-        if self.recover_at.is_none() {
-            self.recover_at = Some(std::time::Instant::now() + self.recovery_delay);
-        }
-    }
-
-    /// Invariant 7: a region failed by a flush or a compaction (a segment or manifest that
-    /// could not be written: a full disk, no file descriptor left) reopens from disk once its
-    /// pause is over; its logs hold every acknowledged write, and nothing answered as failed
-    /// was written to them. A region whose log write or fsync failed, or that was never
-    /// opened, stays closed until a restart.
-    fn maybe_recover(&mut self, ctx: &mut Context<Self>) {
-        let Some(at) = self.recover_at else {
-            return;
-        };
-        if std::time::Instant::now() < at || self.store_away || self.in_flight.is_some() {
-            return;
-        }
-        let poisoned = self.store.as_ref().is_some_and(|s| s.is_poisoned());
-        let retry = self.store.is_none() && self.reopening;
-        if self.log_failed || !(poisoned || retry) {
-            self.recover_at = None;
-            return;
-        }
-        let families = match self.store.take() {
-            Some(store) => store.families().to_vec(),
-            None => self.last_families.clone(),
-        };
-        tracing::warn!(
-            region = self.id,
-            table = %self.table,
-            reason = self.failed.as_deref().unwrap_or(""),
-            "reopening the region from disk after a failed flush or compaction"
-        );
-        self.last_families = families.clone();
-        self.failed = None;
-        self.recover_at = None;
-        self.reopening = true;
-        self.recovery_delay = (self.recovery_delay * 2).min(MAX_RECOVERY_DELAY);
-        self.open(families, true, ctx);
     }
 
     fn unavailable(&self) -> ActorError {
@@ -490,14 +418,10 @@ impl RegionActor {
                     (store.write_batch(ops), None)
                 };
                 // Mapping may fail the region closed (poisoned by a failed fsync).
-                let results: Vec<_> = raw
+                let results = raw
                     .into_iter()
                     .map(|r| Some(r.map_err(|e| self.store_err(e))))
                     .collect();
-                if self.failed.is_some() {
-                    // The batch reached the log and failed there (invariant 7).
-                    self.log_failed = true;
-                }
                 (results, sync)
             }
             Err(e) => (vec![Some(Err(e)); n], None),
@@ -553,11 +477,7 @@ impl RegionActor {
     fn land(&mut self, f: InFlight, outcome: Result<(), ActorError>) {
         let results = match outcome {
             Ok(()) => f.results,
-            Err(e) => {
-                // Written to the log, answered as failed (invariant 7).
-                self.log_failed = true;
-                f.results.iter().map(|_| Some(Err(e.clone()))).collect()
-            }
+            Err(e) => f.results.iter().map(|_| Some(Err(e.clone()))).collect(),
         };
         self.answer(f.replies, results);
         for read in std::mem::take(&mut self.held_reads) {
@@ -667,10 +587,7 @@ impl RegionActor {
                 if let Some(store) = self.store.as_mut() {
                     match store.install_flush(output) {
                         // Freeing the memtable takes a while: not on the actor's thread.
-                        Ok(retired) => {
-                            crate::background::drop_later(retired);
-                            self.recovery_delay = FIRST_RECOVERY_DELAY;
-                        }
+                        Ok(retired) => crate::background::drop_later(retired),
                         Err(e) => {
                             let _ = self.store_err(e);
                         }
@@ -802,16 +719,11 @@ impl Actor for RegionActor {
             ctx.run_interval(period, |act, _| {
                 if let Ok(store) = act.store() {
                     if let Err(e) = store.sync_if_due() {
-                        // The log's pages may be gone: no recovery from it (invariant 7).
-                        act.log_failed = true;
                         let _ = act.store_err(e);
                     }
                 }
             });
         }
-        ctx.run_interval(Duration::from_millis(250), |act, ctx| {
-            act.maybe_recover(ctx)
-        });
     }
 }
 

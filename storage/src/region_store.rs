@@ -1221,12 +1221,6 @@ impl RegionStore {
         }
     }
 
-    /// Whether a failed write, fsync, flush or compaction poisoned the store (it refuses every
-    /// call; its files are what a reopen recovers).
-    pub fn is_poisoned(&self) -> bool {
-        self.poisoned.is_some()
-    }
-
     /// The column families of the store.
     pub fn families(&self) -> &[FamilyDescriptor] {
         &self.families
