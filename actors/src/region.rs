@@ -272,7 +272,11 @@ impl RegionActor {
     /// replay holds back this region's requests only, not its arbiter's other regions and
     /// connections, and the regions of one arbiter recover in parallel.
     fn open(&mut self, families: Vec<FamilyDescriptor>, existing: bool, ctx: &mut Context<Self>) {
-        if existing && !self.dir.is_dir() {
+        let present = match &self.settings.file_system {
+            Some(fs) => fs.exists(&self.dir),
+            None => self.dir.is_dir(),
+        };
+        if existing && !present {
             self.fail(format!(
                 "its directory {} is missing (the catalog names it): restore it from a backup, \
                  or drop the table; the region stays closed rather than serve its rows as absent",
