@@ -87,7 +87,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct NewAction {
     name: String,
     stamp: Option<u64>,

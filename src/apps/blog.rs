@@ -175,7 +175,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct NewArticle {
     title: String,
     content: String,
@@ -263,7 +262,6 @@ async fn get(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResp
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ArticlePatch {
     title: Option<String>,
     content: Option<String>,

@@ -352,7 +352,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Hit {
     url: Option<String>,
     domain: Option<String>,

@@ -367,14 +367,12 @@ fn check_name(what: &str, s: &str) -> AppResult<()> {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct NewNode {
     id: String,
     properties: Option<Properties>,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct NewRelationship {
     start: String,
     #[serde(rename = "type")]
@@ -384,7 +382,6 @@ struct NewRelationship {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct PropertyPatch {
     put: Option<Properties>,
     delete: Option<Vec<String>>,
