@@ -269,6 +269,23 @@ impl Layout {
                 .collect(),
         )
         .await;
+        // The regions' (empty) directories exist, durably, before the catalog names them: a
+        // region the catalog names without its directory fails closed at the next start (its
+        // rows would read as absent), and a crash before the commit leaves orphans, which the
+        // next start removes.
+        let fs: Arc<dyn kura_storage::FileSystem> = self
+            .settings
+            .file_system
+            .clone()
+            .unwrap_or_else(|| Arc::new(kura_storage::StdFs));
+        for r in &regions {
+            let dir = region_dir(&self.data_dir, r.id);
+            fs.create_dir_all(&dir)
+                .map_err(|e| ActorError::Internal(format!("creating {}: {e}", dir.display())))?;
+        }
+        let parent = self.data_dir.join(REGIONS_DIR);
+        fs.sync_dir(&parent)
+            .map_err(|e| ActorError::Internal(format!("syncing {}: {e}", parent.display())))?;
         next.tables.insert(
             desc.name.clone(),
             TableEntry {
