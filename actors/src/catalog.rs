@@ -131,8 +131,9 @@ impl Catalog {
                 if found > 0 {
                     return Err(ActorError::Internal(format!(
                         "{} is missing but {} holds {found} region directories: restore the \
-                         catalog from a backup (nothing was changed), or move {} away to start \
-                         an empty store",
+                         latest copy of the catalog (nothing was changed; an older copy makes \
+                         the regions created since then orphans, removed at start), or move {} \
+                         away to start an empty store",
                         path.display(),
                         regions.display(),
                         regions.display()
