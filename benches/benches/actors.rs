@@ -189,7 +189,7 @@ fn round_trip(c: &mut Criterion) {
 /// next ones when it is done with its own, so a caller on a thread that runs faster does more
 /// of them and the round measures the topology's throughput (as a duration-bound load does),
 /// not the time its slowest thread takes for a fixed share. Operation `n` is a get when `n` is
-/// even, else a put, of the row picked by `n`.
+/// even, else a put, of the row picked by a hash of `n`.
 struct Ops {
     next: std::sync::atomic::AtomicUsize,
     total: usize,
@@ -226,7 +226,10 @@ async fn caller(kura: &Kura, ops: &Ops, rows: Option<&[usize]>) {
             return;
         }
         for n in batch {
-            let pick = n * 104_729;
+            // A multiplicative hash of `n`, so that gets (even `n`) and puts (odd `n`) both
+            // range over every row: a plain odd multiplier modulo an even row count kept the
+            // gets on even rows and the puts on odd ones.
+            let pick = ((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize;
             let i = match rows {
                 Some(rows) => rows[pick % rows.len()],
                 None => pick % 10_000,
