@@ -41,7 +41,15 @@ fn a_connection_flood_leaves_the_store_the_descriptors_its_flushes_need() {
                 .map_err(std::io::Error::from)
         });
     }
-    let mut child = command.spawn().expect("spawn kura");
+    /// Kills the server however the test ends.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _server = Killed(command.spawn().expect("spawn kura"));
     let start = Instant::now();
     let mut http = loop {
         if let Ok(mut c) = Http::connect(addr) {
@@ -86,6 +94,4 @@ fn a_connection_flood_leaves_the_store_the_descriptors_its_flushes_need() {
     drop(flood);
     let r = http.request("GET", "/t/after/cf:a", &[], b"").expect("get");
     assert_eq!(r.status, 200, "{}", r.text());
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -36,11 +36,7 @@ pub async fn read_json<T: DeserializeOwned>(
 ) -> AppResult<T> {
     let max = limits.max_body;
     let too_large = || AppError::PayloadTooLarge(format!("body is larger than {max} bytes"));
-    let declared = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = crate::rest::media::declared_length(req);
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }

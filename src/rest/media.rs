@@ -186,6 +186,15 @@ where
     Ok(buf)
 }
 
+/// The body length a request declares in `Content-Length`, if it declares a valid one: a body
+/// over the limit is refused on it before any of the body is read.
+pub fn declared_length(req: &HttpRequest) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 /// Reads the whole body, refusing (413) one larger than `limits.max_body` and (408) one that
 /// stops arriving for `limits.body_idle_secs`.
 pub async fn read_body(
@@ -199,11 +208,7 @@ pub async fn read_body(
             limits.max_body
         ))
     };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = declared_length(req);
     if declared.is_some_and(|n| n > limits.max_body as u64) {
         return Err(too_large());
     }
