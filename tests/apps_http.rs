@@ -4,6 +4,7 @@
 
 mod apps_support;
 
+use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpServer};
 use apps_support::store;
 use kura::state::{AppState, Limits};
@@ -39,6 +40,24 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
     (status, json)
 }
 
+/// Serves the routes on a loopback port with 4 workers, as `main` does; stop it with the handle.
+fn serve(kura: &kura_actors::Kura) -> (SocketAddr, ServerHandle) {
+    let data = web::Data::new(AppState {
+        kura: kura.clone(),
+        limits: Limits::default(),
+    });
+    let server =
+        HttpServer::new(move || App::new().app_data(data.clone()).configure(kura::configure))
+            .workers(4)
+            .bind(("127.0.0.1", 0))
+            .expect("bind");
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    (addr, handle)
+}
+
 /// Runs `f(i)` on `n` threads released together; results in `i` order.
 fn parallel<T: Send + 'static>(n: usize, f: impl Fn(usize) -> T + Send + Sync + 'static) -> Vec<T> {
     let f = Arc::new(f);
@@ -65,19 +84,7 @@ fn rels(v: &Value) -> Vec<Value> {
 #[actix_web::test]
 async fn parallel_storms_over_http_keep_the_graph_and_counter_exact() {
     let s = store().await;
-    let data = web::Data::new(AppState {
-        kura: s.kura.clone(),
-        limits: Limits::default(),
-    });
-    let server =
-        HttpServer::new(move || App::new().app_data(data.clone()).configure(kura::configure))
-            .workers(4)
-            .bind(("127.0.0.1", 0))
-            .expect("bind");
-    let addr = server.addrs()[0];
-    let server = server.run();
-    let handle = server.handle();
-    actix_web::rt::spawn(server);
+    let (addr, handle) = serve(&s.kura);
 
     let failures = actix_web::rt::task::spawn_blocking(move || {
         let mut failures = Vec::new();
@@ -139,19 +146,7 @@ async fn parallel_storms_over_http_keep_the_graph_and_counter_exact() {
 #[actix_web::test]
 async fn concurrent_posts_of_one_user_list_with_ids_in_posting_order() {
     let s = store().await;
-    let data = web::Data::new(AppState {
-        kura: s.kura.clone(),
-        limits: Limits::default(),
-    });
-    let server =
-        HttpServer::new(move || App::new().app_data(data.clone()).configure(kura::configure))
-            .workers(4)
-            .bind(("127.0.0.1", 0))
-            .expect("bind");
-    let addr = server.addrs()[0];
-    let server = server.run();
-    let handle = server.handle();
-    actix_web::rt::spawn(server);
+    let (addr, handle) = serve(&s.kura);
     let listed = actix_web::rt::task::spawn_blocking(move || {
         let posted = parallel(16, move |i| {
             (0..25)

@@ -16,8 +16,8 @@
 //! - `point_ops_alternating/{arbiters_2_vs_1,crossing_vs_local}`: the two ratios above measured
 //!   in alternating rounds within one process: a shared VM's speed drifts more between two
 //!   benches a minute apart than these effects. **The scaling target (2 arbiters >= 1.7x of 1)
-//!   is read here**, on stderr: the median time ratio, also split by where the VM had its two
-//!   vCPUs during each turn (two cores, or the two hyperthreads of one core).
+//!   is read here**, on stderr: the median time ratio, also split by how far apart the VM had
+//!   its two vCPUs during each turn (the time a cache line takes to pass between them).
 //!
 //! In every `point_ops*` bench the callers take a round's operations from one shared count as
 //! they go ([`Ops`]), as a duration-bound load does: a thread the VM runs slower for a while
@@ -346,12 +346,14 @@ fn point_ops_no_crossing(c: &mut Criterion) {
 ///
 /// Around each turn, [`cpu_handoff`] times a cache line passed between the first two CPUs (those
 /// the pinned arbiters run on): the hypervisor of a 2-vCPU VM moves its vCPUs, and the time
-/// tells where they are. On the VM of benches/README.md (sessions 11, 12): ~16 ns, the two
-/// hyperthreads of one core (two threads share its caches and execution units, and one thread
-/// alone runs faster); 36–44 ns, two cores; ~220 ns, one vCPU descheduled part of the time.
-/// Each bench also reports its ratio over the turns with the handoff under 25 ns at both ends
-/// ("one core") and over those with 30–100 ns at both ends ("two cores"); turns that straddle
-/// a move are in neither.
+/// tells how far apart they are. Each bench also reports its ratio over the turns whose handoff
+/// fell in one band at both ends (turns that straddle a move are in none): under 30 ns, 30–100
+/// ns, over 100 ns. What a band means depends on the host CPU; on the VMs of benches/README.md:
+/// ~16 ns (Intel, sessions 11–12), the two hyperthreads of one core (one thread alone runs
+/// faster, two share the core); 36–44 ns (Intel), two cores; ~22–40 ns (AMD EPYC, session 13),
+/// two cores sharing a last-level cache; ~180–210 ns (AMD EPYC, session 13), two cores on
+/// different core complexes, which share no cache (a crossing request pays that for every line
+/// it moves).
 fn point_ops_alternating(c: &mut Criterion) {
     let ops = 32768;
     let mut g = c.benchmark_group("point_ops_alternating");
@@ -405,22 +407,22 @@ fn point_ops_alternating(c: &mut Criterion) {
             let ratio = quartiles(column(&mean_ratio), 3);
             report += &format!("\n  time ratio (their mean) / {against}: {ratio}");
         }
-        // Turns by where the VM had its two vCPUs (the handoff time at both ends, see above).
-        let place = |t: &[f64]| match (t[last + 1], t[last + 2]) {
-            (a, b) if a < 25.0 && b < 25.0 => "one core",
-            (a, b) if (30.0..100.0).contains(&a) && (30.0..100.0).contains(&b) => "two cores",
-            _ => "",
-        };
-        for kind in ["two cores", "one core"] {
+        // Turns by how far apart the VM had its two vCPUs (the handoff time at both ends).
+        let bands: [(&str, std::ops::Range<f64>); 3] = [
+            ("handoff under 30 ns", 0.0..30.0),
+            ("handoff 30-100 ns", 30.0..100.0),
+            ("handoff over 100 ns", 100.0..f64::INFINITY),
+        ];
+        for (band, range) in bands {
             let ratios: Vec<f64> = turns
                 .iter()
-                .filter(|t| place(t) == kind)
+                .filter(|t| range.contains(&t[last + 1]) && range.contains(&t[last + 2]))
                 .map(|t| mean_ratio(t))
                 .collect();
             if !ratios.is_empty() {
                 let n = ratios.len();
                 let q = quartiles(ratios, 3);
-                report += &format!("\n  on {kind} ({n} turns): time ratio {q}");
+                report += &format!("\n  {band} ({n} turns): time ratio {q}");
             }
         }
         for (i, (side, _)) in sides.iter().enumerate() {
