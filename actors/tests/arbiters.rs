@@ -86,3 +86,52 @@ async fn a_new_table_gets_one_region_per_arbiter_by_default() {
     assert_eq!(kura.regions("e").await.expect("regions").len(), 5);
     kura.shutdown().await.expect("shutdown");
 }
+
+/// CPU time (user + system, in clock ticks) the calling thread has used.
+#[cfg(target_os = "linux")]
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
+    // Fields after the command name (which may hold spaces): state is 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat format")
+        .1
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| fields[i - 3].parse::<u64>().expect("ticks");
+    tick(14) + tick(15)
+}
+
+/// A region that has served a burst of requests looks at its empty queue for a few more passes
+/// of its arbiter, then sleeps: an idle server takes no CPU (a region that kept polling would
+/// hold its arbiter's thread at 100%).
+#[cfg(target_os = "linux")]
+#[actix_rt::test]
+async fn arbiters_take_no_cpu_once_their_regions_are_idle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("i", 16, 4)).await.expect("create");
+    let burst = (0..200).map(|i| kura.mutate("i", put(&key(i), b"v")));
+    for res in futures::future::join_all(burst).await {
+        res.expect("put");
+    }
+    let ticks = |kura: &Kura| {
+        let asks = kura.arbiters().iter().map(|arbiter| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            assert!(arbiter.spawn_fn(move || {
+                let _ = tx.send(thread_cpu_ticks());
+            }));
+            rx
+        });
+        futures::future::join_all(asks)
+    };
+    let before = ticks(&kura).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let after = ticks(&kura).await;
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        let (b, a) = (b.as_ref().expect("answers"), a.as_ref().expect("answers"));
+        // 100 ticks a second of CPU; an idle arbiter uses none of them (a few for slack).
+        assert!(a - b < 20, "arbiter {i} used {} ticks in an idle second", a - b);
+    }
+    kura.shutdown().await.expect("shutdown");
+}
