@@ -131,7 +131,11 @@ async fn arbiters_take_no_cpu_once_their_regions_are_idle() {
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         let (b, a) = (b.as_ref().expect("answers"), a.as_ref().expect("answers"));
         // 100 ticks a second of CPU; an idle arbiter uses none of them (a few for slack).
-        assert!(a - b < 20, "arbiter {i} used {} ticks in an idle second", a - b);
+        assert!(
+            a - b < 20,
+            "arbiter {i} used {} ticks in an idle second",
+            a - b
+        );
     }
     kura.shutdown().await.expect("shutdown");
 }
