@@ -908,10 +908,32 @@ impl RegionStore {
             ..Manifest::default()
         });
 
+        let names = fs.list(dir).map_err(|e| Error::io(dir, e))?;
+        if fresh {
+            // A store writes its manifest when first opened, before it takes any write, and a
+            // split's export writes it before the catalog names the new region: segments
+            // without one mean the manifest was lost. Opening as new would delete them (no
+            // manifest names them) and serve their rows as absent. Fail closed, changing
+            // nothing, so that restoring the file brings everything back.
+            let segs = names
+                .iter()
+                .filter(|n| parse_id(n, ".seg").is_some())
+                .count();
+            if segs > 0 {
+                return Err(Error::Corruption {
+                    file: dir.join(manifest::MANIFEST),
+                    offset: 0,
+                    reason: format!(
+                        "missing while the directory holds {segs} segment file(s) it would \
+                         name; restore it from a backup (opening without it would drop them)"
+                    ),
+                });
+            }
+        }
         let mut logs = Vec::new();
         let mut seg_files = Vec::new();
         let mut max_id = 0;
-        for name in fs.list(dir).map_err(|e| Error::io(dir, e))? {
+        for name in names {
             if let Some(stem) = name.strip_suffix(".tmp") {
                 // A file being written when the store stopped, or still being written by a
                 // background job of a store on this directory that was closed without waiting

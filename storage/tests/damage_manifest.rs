@@ -114,3 +114,31 @@ fn a_truncated_or_extended_manifest_is_a_corruption_error_naming_it() {
         assert_manifest_corruption(res, &manifest, "bytes appended");
     }
 }
+
+/// A `MANIFEST` deleted from a store that has flushed fails the open, changing no file: opening
+/// as new would delete the segments no manifest names and serve their rows as absent. Putting
+/// the file back brings every cell back.
+#[test]
+fn a_missing_manifest_next_to_segments_fails_closed_and_deletes_nothing() {
+    let (files, manifest) = fixture();
+    let fs = SimFs::new();
+    for (p, b) in files.iter().filter(|(p, _)| *p != manifest) {
+        fs.write_file(p, b).expect("write");
+    }
+    let fs = Arc::new(fs);
+    for mode in [RecoveryMode::PointInTime, RecoveryMode::Strict] {
+        let mut opts = StoreOptions::new(families());
+        opts.recovery = mode;
+        let res = RegionStore::open_with_fs(fs.clone(), Path::new(DIR), opts);
+        assert_manifest_corruption(res, &manifest, "manifest deleted");
+        for (p, b) in files.iter().filter(|(p, _)| *p != manifest) {
+            assert_eq!(fs.read_file(p).ok().as_ref(), Some(b), "{p:?} changed");
+        }
+    }
+    let good = &files.iter().find(|(p, _)| *p == manifest).expect("m").1;
+    fs.write_file(&manifest, good).expect("restore");
+    let (s, _) = RegionStore::open_with_fs(fs, Path::new(DIR), StoreOptions::new(families()))
+        .expect("open with the manifest restored");
+    assert_eq!(cells(&s, "a", &read(1)), vec![c("cf:q", 1, "in-segment")]);
+    assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 2, "in-log")]);
+}
