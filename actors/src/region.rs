@@ -735,15 +735,19 @@ impl Actor for RegionActor {
 /// every request waiting is handled, one at a time, before the actor's notified items run (so
 /// a group commit takes in every write already queued), and none while the actor waits.
 /// (actix's `add_stream` would do, except that it yields after 16 items: a group commit would
-/// then take at most 16 writes.)
+/// then take at most 16 writes.) `poll_recv` keeps to the task's cooperative budget (128
+/// requests a poll, then the actor's other items and the arbiter's other tasks run) and reads a
+/// send still being written as empty; `try_recv` would do neither (it parks the thread until
+/// that send completes).
 ///
 /// Found empty, the queue is looked at again on the arbiter's next few passes over its tasks
-/// ([`RequestQueue::IDLE_POLLS`]) before the actor goes to sleep on it. A request sent to a
-/// region that sleeps wakes its task, and from another thread that wake is the dearest part of
-/// a crossing (the task's state, the arbiter's run queue and its parker change cores); a region
-/// under load finds its next request on one of those passes and is never woken. An idle region
-/// pays a few polls of an empty queue, then sleeps as before. (Measured in alternating rounds,
-/// benches/README.md session 13: 8–10% more point operations per second on 1 and 2 arbiters.)
+/// ([`RequestQueue::IDLE_POLLS`], `is_empty`, which registers nothing) before the actor goes
+/// to sleep on it. A request sent to a region that sleeps wakes its task, and from another
+/// thread that wake is the dearest part of a crossing (the task's state, the arbiter's run
+/// queue and its parker change cores); a region under load finds its next request on one of
+/// those passes, and its senders find no waker to wake. An idle region pays a few looks at an
+/// empty queue, then sleeps as before. (Measured in alternating rounds, benches/README.md
+/// session 13: ~5% less time per round on 2 arbiters.)
 struct RequestQueue {
     /// Consecutive polls that found the queue empty.
     idle: u32,
@@ -763,28 +767,27 @@ impl ActorFuture<RegionActor> for RequestQueue {
         ctx: &mut Context<RegionActor>,
         task: &mut std::task::Context<'_>,
     ) -> std::task::Poll<()> {
-        use tokio::sync::mpsc::error::TryRecvError;
         // Paused (`ctx.wait`): actix polls this again once the wait is over.
         while !ctx.waiting() {
-            let request = match act.requests.try_recv() {
-                Ok(request) => request,
-                Err(TryRecvError::Empty) if self.idle < Self::IDLE_POLLS => {
-                    // Polled again after the arbiter's other ready tasks, without a wake.
-                    self.idle += 1;
-                    task.waker().wake_by_ref();
-                    return std::task::Poll::Pending;
+            if self.idle < Self::IDLE_POLLS && act.requests.is_empty() {
+                // Polled again after the arbiter's other ready tasks, without a wake.
+                self.idle += 1;
+                task.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            match act.requests.poll_recv(task) {
+                std::task::Poll::Ready(Some(request)) => {
+                    self.idle = 0;
+                    act.handle_request(request, ctx);
                 }
-                // Sleep on the queue: a sender wakes the actor.
-                Err(_) => match act.requests.poll_recv(task) {
-                    std::task::Poll::Ready(Some(request)) => request,
-                    // Every handle is gone (the region left the routing table): nothing more
-                    // will come. The actor stops when it is closed, not here.
-                    std::task::Poll::Ready(None) => return std::task::Poll::Ready(()),
-                    std::task::Poll::Pending => return std::task::Poll::Pending,
-                },
-            };
-            self.idle = 0;
-            act.handle_request(request, ctx);
+                // Every handle is gone (the region left the routing table): nothing more will
+                // come. The actor stops when it is closed, not here.
+                std::task::Poll::Ready(None) => return std::task::Poll::Ready(()),
+                // Asleep on the queue (a sender wakes the task), or the budget is spent (tokio
+                // has woken the task already), or a send is still being written (its sender
+                // wakes the task when done).
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
         }
         std::task::Poll::Pending
     }
