@@ -116,7 +116,9 @@ impl Catalog {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // A fresh data dir, unless regions are there: then the catalog was lost, and
-                // starting empty would delete them all as orphans.
+                // starting empty would delete them all as orphans. Empty region directories do
+                // not count: the first table's are created before the first catalog names them,
+                // and a crash in between leaves them so (they are removed as orphans).
                 let regions = data_dir.join(REGIONS_DIR);
                 let found = fs::read_dir(&regions).map_or(0, |entries| {
                     entries
@@ -125,6 +127,7 @@ impl Catalog {
                             e.file_name()
                                 .to_str()
                                 .is_some_and(|n| n.parse::<u64>().is_ok())
+                                && fs::read_dir(e.path()).map_or(true, |mut d| d.next().is_some())
                         })
                         .count()
                 });

@@ -393,6 +393,30 @@ async fn a_missing_catalog_next_to_regions_refuses_to_start_and_deletes_nothing(
     kura.shutdown().await.expect("shutdown");
 }
 
+/// A crash while the first table was being created (its region directories made, the first
+/// catalog not yet written) leaves empty region directories and no catalog: the next start
+/// serves (an empty store; the directories are orphans), instead of refusing as if a catalog
+/// had been lost.
+#[actix_rt::test]
+async fn empty_region_directories_without_a_catalog_are_a_crash_during_the_first_create() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for id in ["1", "2"] {
+        std::fs::create_dir_all(dir.path().join("regions").join(id)).expect("mkdir");
+    }
+    let kura = Kura::start(config(dir.path()))
+        .await
+        .expect("starts: nothing was ever acknowledged");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    kura.mutate("t", put(&key(1), b"v")).await.expect("put");
+    let row = kura
+        .get("t", &key(1), &ReadSpec::default())
+        .await
+        .expect("get")
+        .expect("row");
+    assert_eq!(value(&row), b"v");
+    kura.shutdown().await.expect("shutdown");
+}
+
 /// A region the catalog names whose directory is gone fails closed with an error that says so;
 /// it is not served empty (its rows would read as absent), and the other regions serve on.
 #[actix_rt::test]
