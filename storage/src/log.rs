@@ -22,6 +22,7 @@
 use crate::codec::{self, LOG_FORMAT_VERSION, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub(crate) const LOG_MAGIC: [u8; 7] = *b"KURALOG";
@@ -39,6 +40,29 @@ fn header() -> [u8; 8] {
 /// `durable` field; see [`LOG_FORMAT_VERSION`] for the missing 3).
 fn known_version(v: u8) -> bool {
     matches!(v, 1 | 2) || v == LOG_FORMAT_VERSION
+}
+
+/// `Corruption` if the log at `path` is a Kura log of a format version newer than this build
+/// reads (a downgrade, or a flipped bit that looks like one): refused in every recovery mode,
+/// since point-in-time recovery would otherwise truncate it as damage at its header and drop
+/// every write in it. A short, foreign or zeroed header is left to replay (torn or damaged).
+pub(crate) fn check_version(fs: &dyn FileSystem, path: &Path) -> Result<()> {
+    let mut header = Vec::with_capacity(LOG_HEADER_LEN as usize);
+    fs.open_read(path)
+        .and_then(|f| f.take(LOG_HEADER_LEN).read_to_end(&mut header))
+        .map_err(|e| Error::io(path, e))?;
+    match header.get(..8) {
+        Some(h) if h[..7] == LOG_MAGIC && h[7] > LOG_FORMAT_VERSION => Err(Error::Corruption {
+            file: path.to_path_buf(),
+            offset: 7,
+            reason: format!(
+                "log format version {} is newer than this build reads (up to \
+                 {LOG_FORMAT_VERSION}): refusing to open rather than drop it as damage",
+                h[7]
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// One cell effect inside a [`LogRecord`].

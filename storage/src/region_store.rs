@@ -994,6 +994,9 @@ impl RegionStore {
         // Decoded chunks waiting to be applied stay under half the memtable budget (see
         // `log::replay`): replay keeps within the store's memory bound.
         let max_chunk = (options.memtable_budget / (2 * log::CHUNKS_IN_FLIGHT)).min(8 << 20);
+        for &n in logs.iter().filter(|n| **n >= m.log_number) {
+            log::check_version(&*fs, &log_path(dir, n))?;
+        }
         if strict {
             // Strict refuses damage without modifying anything, but replay may spill segments
             // and rewrite the manifest before it reaches the damage: check every log first.
