@@ -994,6 +994,24 @@ impl RegionStore {
         // Decoded chunks waiting to be applied stay under half the memtable budget (see
         // `log::replay`): replay keeps within the store's memory bound.
         let max_chunk = (options.memtable_budget / (2 * log::CHUNKS_IN_FLIGHT)).min(8 << 20);
+        if !fresh && !logs.contains(&m.log_number) {
+            // Every log a manifest names as the first live one was created, synced and its
+            // directory entry synced before that manifest was written: it is missing only if it
+            // was lost, and replaying from a later log (or none) would serve its writes as
+            // absent. Split exports made before they always wrote their log have no log at all,
+            // log number 2 and next file 3 (accepted: nothing of theirs was in a log).
+            let later = logs.iter().any(|n| *n > m.log_number);
+            let old_export = m.log_number == 2 && m.next_file == 3;
+            if later || !old_export {
+                return Err(Error::Corruption {
+                    file: log_path(dir, m.log_number),
+                    offset: 0,
+                    reason: "missing: the manifest names it as the first live log; restore it \
+                             (opening without it would serve its writes as absent)"
+                        .into(),
+                });
+            }
+        }
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             log::check_version(&*fs, &log_path(dir, n))?;
         }
@@ -2410,7 +2428,9 @@ impl RegionStore {
         } else {
             options.families.clone()
         };
-        if !keys.is_empty() {
+        // Log 2 is written even when empty: the manifest names it as the first live log, and
+        // an open refuses a manifest whose first live log is missing (a lost log).
+        {
             let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2, self.log_prealloc)?;
             for (row, i) in keys {
                 w.add(&LogRecord {

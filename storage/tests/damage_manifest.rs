@@ -142,3 +142,42 @@ fn a_missing_manifest_next_to_segments_fails_closed_and_deletes_nothing() {
     assert_eq!(cells(&s, "a", &read(1)), vec![c("cf:q", 1, "in-segment")]);
     assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 2, "in-log")]);
 }
+
+/// The log the manifest names as its first live one, deleted: the open fails closed naming it,
+/// changing nothing, instead of replaying the later logs (or none) and serving its writes as
+/// absent. Putting it back brings every cell back.
+#[test]
+fn a_missing_first_live_log_fails_closed_and_deletes_nothing() {
+    let (files, manifest) = fixture();
+    let mut logs: Vec<&PathBuf> = files
+        .iter()
+        .map(|(p, _)| p)
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    let first = logs[0].clone();
+    let fs = SimFs::new();
+    for (p, b) in files.iter().filter(|(p, _)| *p != first) {
+        fs.write_file(p, b).expect("write");
+    }
+    let fs = Arc::new(fs);
+    for mode in [RecoveryMode::PointInTime, RecoveryMode::Strict] {
+        let mut opts = StoreOptions::new(families());
+        opts.recovery = mode;
+        match RegionStore::open_with_fs(fs.clone(), Path::new(DIR), opts) {
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
+            Err(e) => panic!("expected a corruption naming {first:?}, got {e}"),
+            Ok(_) => panic!("opened without its first live log"),
+        }
+        for (p, b) in files.iter().filter(|(p, _)| *p != first) {
+            assert_eq!(fs.read_file(p).ok().as_ref(), Some(b), "{p:?} changed");
+        }
+        assert!(fs.read_file(&manifest).is_ok());
+    }
+    let lost = &files.iter().find(|(p, _)| *p == first).expect("log").1;
+    fs.write_file(&first, lost).expect("restore");
+    let (s, _) = RegionStore::open_with_fs(fs, Path::new(DIR), StoreOptions::new(families()))
+        .expect("open with the log restored");
+    assert_eq!(cells(&s, "a", &read(1)), vec![c("cf:q", 1, "in-segment")]);
+    assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 2, "in-log")]);
+}
