@@ -135,7 +135,8 @@ impl Catalog {
                     return Err(ActorError::Internal(format!(
                         "{} is missing but {} holds {found} region directories: restore the \
                          latest copy of the catalog (nothing was changed; an older copy makes \
-                         the regions created since then orphans, removed at start), or move {} \
+                         the regions created since then orphans, moved to orphaned-regions/ at \
+                         start), or move {} \
                          away to start an empty store",
                         path.display(),
                         regions.display(),

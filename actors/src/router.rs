@@ -21,8 +21,8 @@
 //! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
 //!
 //! A crash before step 2 leaves the old catalog (the old region still holds every row; the new
-//! directory is an orphan, removed at the next start). A crash after it reopens both regions with
-//! predicates rebuilt from the catalog's bucket ranges.
+//! directory is an orphan, moved to `orphaned-regions/` at the next start). A crash after it
+//! reopens both regions with predicates rebuilt from the catalog's bucket ranges.
 //!
 //! # Invariants
 //! 1. Layout changes are applied one at a time, in the order they reach the router.
@@ -271,8 +271,8 @@ impl Layout {
         .await;
         // The regions' (empty) directories exist, durably, before the catalog names them: a
         // region the catalog names without its directory fails closed at the next start (its
-        // rows would read as absent), and a crash before the commit leaves orphans, which the
-        // next start removes.
+        // rows would read as absent), and a crash before the commit leaves empty orphans, which
+        // the next start removes.
         let fs: Arc<dyn kura_storage::FileSystem> = self
             .settings
             .file_system
@@ -648,8 +648,20 @@ impl Handler<AutoSplit> for RouterActor {
     }
 }
 
-/// Remove region directories the catalog does not name (left by a crash mid-split, mid-create
-/// or mid-drop). Only directories named by a number are touched.
+/// The directory, next to `regions/`, where region directories the catalog may be too old to
+/// name are moved instead of deleted (see [`remove_orphans`]).
+pub const ORPHANED_DIR: &str = "orphaned-regions";
+
+/// Deal with region directories the catalog does not name. Only directories named by a number
+/// are touched.
+///
+/// - An id below the catalog's `next_region_id` was named by a committed catalog and is no
+///   longer: a dropped table's (a crash between the drop's commit and its deletion): removed.
+/// - An id at or past it was never named by this catalog: a crash during a create or a split
+///   before its commit, or a catalog older than the directory (restored from a backup taken
+///   before a split, whose parent has since dropped the moved rows). Empty: removed. Otherwise
+///   moved to `<data dir>/orphaned-regions/`, with a warning: deleting it could destroy the only
+///   copy of acknowledged rows.
 pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
     let regions = data_dir.join(REGIONS_DIR);
     let entries = match std::fs::read_dir(&regions) {
@@ -663,17 +675,36 @@ pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
         }
     };
     let live: std::collections::BTreeSet<u64> = catalog.region_ids().collect();
+    let failed = |what: &str, path: &Path, e: std::io::Error| {
+        ActorError::Internal(format!("{what} {}: {e}", path.display()))
+    };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(id) = name.to_str().and_then(|s| s.parse::<u64>().ok()) else {
             continue;
         };
-        if !live.contains(&id) {
-            tracing::warn!(region = id, path = %entry.path().display(), "removing a region directory the catalog does not name (left by a crash during a create, split or drop)");
-            std::fs::remove_dir_all(entry.path()).map_err(|e| {
-                ActorError::Internal(format!("removing {}: {e}", entry.path().display()))
-            })?;
+        if live.contains(&id) {
+            continue;
         }
+        let path = entry.path();
+        let empty = std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none());
+        if id < catalog.next_region_id || empty {
+            tracing::warn!(region = id, path = %path.display(), "removing a region directory the catalog does not name (left by a crash during a drop, or an empty one from a create)");
+            std::fs::remove_dir_all(&path).map_err(|e| failed("removing", &path, e))?;
+            continue;
+        }
+        let parking = data_dir.join(ORPHANED_DIR);
+        std::fs::create_dir_all(&parking).map_err(|e| failed("creating", &parking, e))?;
+        let mut to = parking.join(id.to_string());
+        let mut n = 1;
+        while to.exists() {
+            to = parking.join(format!("{id}.{n}"));
+            n += 1;
+        }
+        tracing::warn!(region = id, from = %path.display(), to = %to.display(), "moving aside a region directory the catalog does not name: a crash during a create or split, or a catalog older than the directory (restore the latest catalog, then move it back); delete it once you know it is not needed");
+        std::fs::rename(&path, &to).map_err(|e| failed("moving", &path, e))?;
+        sync_dir(&parking)?;
+        sync_dir(&regions)?;
     }
     Ok(())
 }

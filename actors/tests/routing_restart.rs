@@ -135,12 +135,68 @@ async fn orphan_region_directories_are_removed_at_start() {
     let kura = Kura::start(config(dir.path())).await.expect("start");
     kura.create_table(table("t", 16, 2)).await.expect("create");
     kura.shutdown().await.expect("shutdown");
-    let orphan = dir.path().join("regions").join("999");
-    std::fs::create_dir_all(&orphan).expect("orphan");
-    std::fs::write(orphan.join("junk"), b"x").expect("junk");
+    let regions = dir.path().join("regions");
+    // Past the catalog's next id: a crash during a create, before its commit (empty).
+    let created = regions.join("999");
+    std::fs::create_dir_all(&created).expect("orphan");
+    // Below it, and no longer named: a crash between a drop's commit and its deletion.
+    let dropped = regions.join("0");
+    std::fs::create_dir_all(&dropped).expect("orphan");
+    std::fs::write(dropped.join("junk"), b"x").expect("junk");
     let kura = Kura::start(config(dir.path())).await.expect("restart");
-    assert!(!orphan.exists());
+    assert!(!created.exists() && !dropped.exists());
     assert_eq!(kura.regions("t").await.expect("regions").len(), 2);
+    kura.shutdown().await.expect("shutdown");
+}
+
+/// A catalog restored from a backup older than a table leaves that table's region directories
+/// unnamed: they are moved to `orphaned-regions/`, not deleted, so that the latest catalog and
+/// the directories put back bring every row back.
+#[actix_rt::test]
+async fn regions_an_older_catalog_does_not_name_are_moved_aside_not_deleted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("t", 16, 2)).await.expect("create");
+    kura.shutdown().await.expect("shutdown");
+    let catalog = dir.path().join("catalog.json");
+    let old = std::fs::read(&catalog).expect("catalog");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("u", 16, 2)).await.expect("create");
+    kura.mutate("u", put(&key(1), b"kept")).await.expect("put");
+    kura.shutdown().await.expect("shutdown");
+    let latest = std::fs::read(&catalog).expect("catalog");
+
+    std::fs::write(&catalog, &old).expect("restore an older catalog");
+    let kura = Kura::start(config(dir.path())).await.expect("starts");
+    assert!(
+        kura.regions("u").await.is_err(),
+        "u is not in the old catalog"
+    );
+    kura.shutdown().await.expect("shutdown");
+    let aside = dir.path().join(kura_actors::router::ORPHANED_DIR);
+    let moved: Vec<_> = std::fs::read_dir(&aside)
+        .expect("orphaned-regions")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(moved.len(), 2, "{moved:?}");
+
+    // Put back: the latest catalog and the directories.
+    std::fs::write(&catalog, &latest).expect("restore the latest catalog");
+    for from in moved {
+        let to = dir
+            .path()
+            .join("regions")
+            .join(from.file_name().expect("name"));
+        std::fs::rename(&from, &to).expect("move back");
+    }
+    let kura = Kura::start(config(dir.path())).await.expect("restart");
+    let row = kura
+        .get("u", &key(1), &ReadSpec::default())
+        .await
+        .expect("get")
+        .expect("row");
+    assert_eq!(value(&row), b"kept");
     kura.shutdown().await.expect("shutdown");
 }
 
