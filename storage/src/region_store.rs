@@ -165,6 +165,11 @@ pub struct RecoveryReport {
     /// Offset at which the log was truncated, if damage was found.
     pub truncated_at: Option<u64>,
     pub bytes_dropped: u64,
+    /// Where point-in-time recovery kept what it dropped after damage a crash cannot cause
+    /// (anything but a torn tail of the last log): the truncated bytes as
+    /// `<log>.dropped-at-<offset>`, the later logs renamed `<log>.dropped`. Never read by the
+    /// store; an operator may salvage or delete them.
+    pub kept_dropped: Vec<PathBuf>,
     pub duration: Duration,
 }
 
@@ -983,6 +988,8 @@ impl RegionStore {
         let mut active: Option<(u64, u64, u64, u8)> = None;
         let mut idem = IdempotencyCache::new(IdempotencyOptions::default());
         let mut stopped = false;
+        // Set when damage that no crash causes stopped the replay: later logs are kept aside.
+        let mut keep_dropped = false;
         let mut replayed: Vec<u64> = Vec::new();
         let mut file_ids = m.next_file.max(max_id + 1);
         let replay_threads = match options.replay_threads {
@@ -1043,9 +1050,16 @@ impl RegionStore {
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
             if stopped {
-                // Everything after the first bad frame is dropped, later logs included.
+                // Everything after the first bad frame is dropped, later logs included: kept
+                // aside when the damage was not a crash's torn tail (see `kept_dropped`).
                 report.bytes_dropped += fs.len(&path).unwrap_or(0);
-                fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+                if keep_dropped {
+                    let to = PathBuf::from(format!("{}.dropped", path.display()));
+                    fs.rename(&path, &to).map_err(|e| Error::io(&path, e))?;
+                    report.kept_dropped.push(to);
+                } else {
+                    fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+                }
                 continue;
             }
             // Mapped whole for the replay; afterwards only its valid frames stay mapped (below).
@@ -1098,12 +1112,29 @@ impl RegionStore {
             // the log is appended to (fs.rs invariant 1); the slots get the valid frames mapped
             // anew below.
             memtable.replace_log(log_index, Arc::new(Vec::new()));
+            // A log is fsynced before the next one is created, so only the last log can have
+            // been torn by a crash: damage at the end of an earlier one is damage in the
+            // middle of the sequence.
+            let last = logs.last() == Some(&n);
+            if let Some(d) = out.damage.as_ref().filter(|d| !(strict || d.tail && last)) {
+                // Not what a crash leaves (bit rot, a bad sector, a copy gone wrong): what is
+                // dropped may hold acknowledged writes. Kept aside before the truncation.
+                let to = PathBuf::from(format!("{}.dropped-at-{}", path.display(), d.offset));
+                let mut f = fs.create(&to).map_err(|e| Error::io(&to, e))?;
+                f.write_all(&bytes[out.valid_len as usize..])
+                    .and_then(|()| f.sync())
+                    .map_err(|e| Error::io(&to, e))?;
+                fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+                tracing::warn!(
+                    file = %path.display(),
+                    kept = %to.display(),
+                    "log damaged before its end: the bytes dropped and any later logs are kept aside (*.dropped*)"
+                );
+                report.kept_dropped.push(to);
+                keep_dropped = true;
+            }
             drop(map);
             if let Some(d) = out.damage {
-                // A log is fsynced before the next one is created, so only the last log can
-                // have been torn by a crash: damage at the end of an earlier one is damage in
-                // the middle of the sequence.
-                let last = logs.last() == Some(&n);
                 if strict && (!d.tail || !last) {
                     return Err(Error::Corruption {
                         file: path,

@@ -144,6 +144,16 @@ fn strict_refuses_damage_at_the_end_of_a_log_that_a_later_log_follows() {
         other => panic!("strict recovery must refuse: {:?}", other.map(|(_, r)| r)),
     }
     assert_eq!(log_files(&fs), logs, "nothing deleted");
+    // Point-in-time recovery drops the later log, but keeps it aside, whole.
+    let later = fs.read_file(&logs[1]).unwrap();
+    let (_, report) = open_sim(&fs, opts).unwrap();
+    let aside = PathBuf::from(format!("{}.dropped", logs[1].display()));
+    assert!(
+        report.kept_dropped.contains(&aside),
+        "{:?}",
+        report.kept_dropped
+    );
+    assert_eq!(fs.read_file(&aside).unwrap(), later);
 }
 
 /// The frames' `[start, end)` in a log's bytes (stopping at the preallocated zeros).
@@ -299,4 +309,38 @@ fn strict_mode_refuses_a_flipped_bit_in_acknowledged_frames_that_nothing_proves_
         flip_and_open(&fs, 1),
         Err(Error::Corruption { .. })
     ));
+}
+
+/// Point-in-time recovery past damage that no crash causes (a flipped bit in the first frame,
+/// valid frames after it) keeps the valid prefix and keeps what it drops aside, byte for byte,
+/// as `<log>.dropped-at-<offset>`, which the store never reads: an operator can salvage the
+/// acknowledged writes in it. A crash's torn tail is dropped without a copy.
+#[test]
+fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
+    let (fs, log, good) = setup();
+    let mut bad = good.clone();
+    bad[20] ^= 0x01; // inside the first frame
+    fs.write_file(&log, &bad).unwrap();
+    let (s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    assert_eq!(report.truncated_at, Some(8));
+    let kept = PathBuf::from(format!("{}.dropped-at-8", log.display()));
+    assert_eq!(report.kept_dropped, vec![kept.clone()]);
+    assert_eq!(fs.read_file(&kept).unwrap(), bad[8..].to_vec());
+    assert!(
+        s.get(b"r3", &read(1)).unwrap().is_none(),
+        "only the prefix is served"
+    );
+    drop(s);
+    // The copy is not replayed by later opens, and stays.
+    let (s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    assert!(report.kept_dropped.is_empty());
+    assert!(s.get(b"r3", &read(1)).unwrap().is_none());
+    assert!(fs.read_file(&kept).is_ok());
+
+    // A torn tail (the log cut short, as a crash leaves it): dropped, no copy.
+    let (fs, log, good) = setup();
+    fs.write_file(&log, &good[..good.len() - 3]).unwrap();
+    let (_, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    assert!(report.truncated_at.is_some());
+    assert!(report.kept_dropped.is_empty(), "{:?}", report.kept_dropped);
 }
