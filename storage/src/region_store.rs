@@ -954,6 +954,14 @@ impl RegionStore {
             } else if let Some(id) = parse_id(&name, ".seg") {
                 seg_files.push(id);
                 max_id = max_id.max(id);
+            } else if let Some((stem, _)) = name.split_once(".log.dropped") {
+                // Kept aside by an earlier recovery (`kept_dropped`): its id is never handed
+                // out again, so no later log is kept aside under the same name. (That recovery
+                // listed the log under its own name and persisted a larger next id with its
+                // next manifest, so this only guards a manifest that was never rewritten.)
+                if let Some(id) = parse_id(&format!("{stem}.log"), ".log") {
+                    max_id = max_id.max(id);
+                }
             }
         }
         logs.sort_unstable();
