@@ -695,6 +695,7 @@ pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
         }
         let parking = data_dir.join(ORPHANED_DIR);
         std::fs::create_dir_all(&parking).map_err(|e| failed("creating", &parking, e))?;
+        sync_dir(data_dir)?;
         let mut to = parking.join(id.to_string());
         let mut n = 1;
         while to.exists() {

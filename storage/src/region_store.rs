@@ -275,6 +275,18 @@ fn log_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:016}.log"))
 }
 
+/// `base`, or `base.1`, `base.2`... the first that does not exist: a file kept aside never
+/// replaces an earlier one.
+fn aside_name(fs: &dyn FileSystem, base: &str) -> PathBuf {
+    let mut to = PathBuf::from(base);
+    let mut n = 1;
+    while fs.exists(&to) {
+        to = PathBuf::from(format!("{base}.{n}"));
+        n += 1;
+    }
+    to
+}
+
 fn parse_id(name: &str, ext: &str) -> Option<u64> {
     name.strip_suffix(ext)
         .filter(|s| s.len() == 16)
@@ -1014,10 +1026,10 @@ impl RegionStore {
             // directory entry synced before that manifest was written: it is missing only if it
             // was lost, and replaying from a later log (or none) would serve its writes as
             // absent. Split exports made before they always wrote their log have no log at all,
-            // log number 2 and next file 3 (accepted: nothing of theirs was in a log).
-            let later = logs.iter().any(|n| *n > m.log_number);
+            // log number 2 and next file 3 (accepted: nothing of theirs was in a log; a first
+            // open of one cut short after creating its log 3 leaves that log too).
             let old_export = m.log_number == 2 && m.next_file == 3;
-            if later || !old_export {
+            if !old_export {
                 return Err(Error::Corruption {
                     file: log_path(dir, m.log_number),
                     offset: 0,
@@ -1058,16 +1070,7 @@ impl RegionStore {
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
             if stopped {
-                // Everything after the first bad frame is dropped, later logs included: kept
-                // aside when the damage was not a crash's torn tail (see `kept_dropped`).
-                report.bytes_dropped += fs.len(&path).unwrap_or(0);
-                if keep_dropped {
-                    let to = PathBuf::from(format!("{}.dropped", path.display()));
-                    fs.rename(&path, &to).map_err(|e| Error::io(&path, e))?;
-                    report.kept_dropped.push(to);
-                } else {
-                    fs.remove(&path).map_err(|e| Error::io(&path, e))?;
-                }
+                // Set aside or removed already, before the damaged log was truncated.
                 continue;
             }
             // Mapped whole for the replay; afterwards only its valid frames stay mapped (below).
@@ -1127,12 +1130,15 @@ impl RegionStore {
             if let Some(d) = out.damage.as_ref().filter(|d| !(strict || d.tail && last)) {
                 // Not what a crash leaves (bit rot, a bad sector, a copy gone wrong): what is
                 // dropped may hold acknowledged writes. Kept aside before the truncation.
-                let to = PathBuf::from(format!("{}.dropped-at-{}", path.display(), d.offset));
+                // Without the preallocated zeros past the last written byte; never over an
+                // earlier copy (damage can recur at the same offset: a bad sector).
+                let dropped = &bytes[out.valid_len as usize..];
+                let written = dropped.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+                let to = aside_name(&*fs, &format!("{}.dropped-at-{}", path.display(), d.offset));
                 let mut f = fs.create(&to).map_err(|e| Error::io(&to, e))?;
-                f.write_all(&bytes[out.valid_len as usize..])
+                f.write_all(&dropped[..written])
                     .and_then(|()| f.sync())
                     .map_err(|e| Error::io(&to, e))?;
-                fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
                 tracing::warn!(
                     file = %path.display(),
                     kept = %to.display(),
@@ -1159,6 +1165,22 @@ impl RegionStore {
                 );
                 report.truncated_at = Some(d.offset);
                 report.bytes_dropped += out.file_len - out.valid_len;
+                // Everything after the first bad frame is dropped, later logs included (set
+                // aside when the damage was not a crash's torn tail, see `kept_dropped`), and
+                // durably so before the truncation: a crash in between must not leave a clean
+                // log followed by later ones, which the next open would replay past the hole.
+                for &later in logs.iter().filter(|l| **l > n) {
+                    let lp = log_path(dir, later);
+                    report.bytes_dropped += fs.len(&lp).unwrap_or(0);
+                    if keep_dropped {
+                        let to = aside_name(&*fs, &format!("{}.dropped", lp.display()));
+                        fs.rename(&lp, &to).map_err(|e| Error::io(&lp, e))?;
+                        report.kept_dropped.push(to);
+                    } else {
+                        fs.remove(&lp).map_err(|e| Error::io(&lp, e))?;
+                    }
+                }
+                fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
                 fs.truncate(&path, out.valid_len)
                     .map_err(|e| Error::io(&path, e))?;
                 stopped = true;

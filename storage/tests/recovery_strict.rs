@@ -336,6 +336,29 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
     assert!(report.kept_dropped.is_empty());
     assert!(s.get(b"r3", &read(1)).unwrap().is_none());
     assert!(fs.read_file(&kept).is_ok());
+    // New writes land where the damage was, and the same sector goes bad again: the second
+    // copy does not replace the first.
+    let mut s = s;
+    for i in 0..3 {
+        mutate(
+            &mut s,
+            &format!("n{i}"),
+            vec![put("one", "q", Some(1), "new")],
+        );
+    }
+    drop(s);
+    let mut again = fs.read_file(&log).unwrap();
+    again[20] ^= 0x01;
+    fs.write_file(&log, &again).unwrap();
+    let (_, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let second = PathBuf::from(format!("{}.dropped-at-8.1", log.display()));
+    assert_eq!(report.kept_dropped, vec![second.clone()]);
+    assert_eq!(
+        fs.read_file(&kept).unwrap(),
+        bad[8..].to_vec(),
+        "the first copy"
+    );
+    assert!(fs.read_file(&second).is_ok());
 
     // A torn tail (the log cut short, as a crash leaves it): dropped, no copy.
     let (fs, log, good) = setup();
@@ -343,4 +366,68 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
     let (_, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
     assert!(report.truncated_at.is_some());
     assert!(report.kept_dropped.is_empty(), "{:?}", report.kept_dropped);
+}
+
+/// Two logs, the first damaged in its last frame (`a4`), acknowledged writes `b*` in the
+/// second: what a point-in-time recovery must cut at `a4`.
+fn two_logs_the_first_damaged() -> (SimFs, StoreOptions) {
+    let fs = SimFs::new();
+    let mut opts = StoreOptions::new(families());
+    opts.background_flush = true;
+    let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
+    for i in 0..5 {
+        mutate(
+            &mut s,
+            &format!("a{i}"),
+            vec![put("one", "q", Some(1), "old")],
+        );
+    }
+    let _pending = s.flush_task().unwrap().expect("a frozen memtable");
+    for i in 0..5 {
+        mutate(
+            &mut s,
+            &format!("b{i}"),
+            vec![put("one", "q", Some(1), "acked")],
+        );
+    }
+    drop(s);
+    let logs = log_files(&fs);
+    let mut bytes = fs.read_file(&logs[0]).unwrap();
+    let n = bytes.len();
+    bytes[n - 1] ^= 0x01;
+    fs.write_file(&logs[0], &bytes).unwrap();
+    (fs, opts)
+}
+
+/// A power cut in the middle of a point-in-time recovery (its directory fsync fails, then the
+/// power goes) must not leave the damaged log cut short while the later log is still in place:
+/// the next open would replay the later writes past the hole. The later log is set aside, and
+/// durably, before the damaged one is truncated, so the next recovery gives the same prefix.
+#[test]
+fn a_power_cut_during_point_in_time_recovery_keeps_the_prefix() {
+    let (fs, opts) = two_logs_the_first_damaged();
+    fs.inject(Fault {
+        op: FaultOp::SyncDir,
+        nth: 0,
+        persistent: true,
+    });
+    assert!(
+        open_sim(&fs, opts.clone()).is_err(),
+        "the directory fsyncs fail"
+    );
+    fs.power_cut(None);
+    fs.clear_faults();
+    let (s, report) = open_sim(&fs, opts).unwrap();
+    assert!(report.truncated_at.is_some());
+    assert!(
+        s.get(b"a0", &read(1)).unwrap().is_some(),
+        "before the damage"
+    );
+    for i in 0..5 {
+        let row = format!("b{i}");
+        assert!(
+            s.get(row.as_bytes(), &read(1)).unwrap().is_none(),
+            "{row}: after the damage, not served past the hole"
+        );
+    }
 }
