@@ -111,32 +111,9 @@ fn strict_refuses_damage_at_the_end_of_a_log_that_a_later_log_follows() {
     // A background flush froze log 1 (fsynced) and acknowledged writes went on into the next
     // log; the crash came before the flush was installed. A flipped bit in log 1's last frame
     // cannot be a torn write: strict recovery must refuse, not drop the later log.
-    let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
-    opts.background_flush = true;
-    let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
-    for i in 0..5 {
-        mutate(
-            &mut s,
-            &format!("a{i}"),
-            vec![put("one", "q", Some(1), "old")],
-        );
-    }
-    let _pending = s.flush_task().unwrap().expect("a frozen memtable");
-    for i in 0..5 {
-        mutate(
-            &mut s,
-            &format!("b{i}"),
-            vec![put("one", "q", Some(1), "acked")],
-        );
-    }
-    drop(s);
+    let (fs, opts) = two_logs_the_first_damaged();
     let logs = log_files(&fs);
     assert!(logs.len() >= 2, "{logs:?}");
-    let mut bytes = fs.read_file(&logs[0]).unwrap();
-    let n = bytes.len();
-    bytes[n - 1] ^= 0x01;
-    fs.write_file(&logs[0], &bytes).unwrap();
     let mut strict = opts.clone();
     strict.recovery = RecoveryMode::Strict;
     match open_sim(&fs, strict) {
