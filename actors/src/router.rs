@@ -118,6 +118,20 @@ async fn on_disk_region(data_dir: &Path, table: &str, id: u64) -> Option<bool> {
     .flatten()
 }
 
+/// Whether the catalog on disk has table `name` (`None`: it cannot be read).
+async fn on_disk_table(data_dir: &Path, name: &str) -> Option<bool> {
+    let dir = data_dir.to_path_buf();
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || {
+        Catalog::load(&dir)
+            .ok()
+            .map(|c| c.tables.contains_key(&name))
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 async fn remove_dirs(dirs: Vec<PathBuf>) {
     let _ = tokio::task::spawn_blocking(move || {
         for d in dirs {
@@ -399,6 +413,17 @@ impl Layout {
         let mut next = self.catalog.clone();
         let entry = next.tables.remove(name);
         if let Err(e) = commit(&self.data_dir, &next).await {
+            // A save can fail after its rename took effect (the directory fsync): the catalog
+            // on disk no longer has the table, and a restart would remove its directories as
+            // a dropped table's. The drop stands then, as a split does, but is not reported
+            // done (a crash may yet undo the rename, and the table come back whole): its
+            // directories are left for the next start to deal with.
+            if on_disk_table(&self.data_dir, name).await == Some(false) {
+                tracing::warn!(table = name, error = %e,
+                    "the catalog save reported an error after it took effect: drop kept");
+                self.catalog = next;
+                return Err(e);
+            }
             // The table still exists on disk: reopen its regions and serve it again, rather
             // than leave it unreachable yet impossible to re-create.
             if let (Some(route), Some(entry)) = (route, self.catalog.tables.get(name).cloned()) {
