@@ -519,11 +519,16 @@ impl Layout {
             e.regions[idx].bucket_end = at;
             e.regions.insert(idx + 1, new_meta.clone());
         }
+        // Whether the old region may drop the moved rows now (see `CommitSplit` below).
+        let mut durable = true;
         if let Err(e) = commit(&self.data_dir, &next).await {
             // A save can fail after its rename took effect (the directory fsync): then the
             // catalog on disk gives the buckets to the new region, which must keep its rows.
+            // A crash may yet undo that rename: the old region keeps the moved rows until its
+            // next open, which drops them only if the catalog it then reads has the split.
             match on_disk_region(&self.data_dir, table, new_id).await {
                 Some(true) => {
+                    durable = false;
                     tracing::warn!(table, region, error = %e,
                         "the catalog save reported an error after it took effect: split kept");
                 }
@@ -544,8 +549,15 @@ impl Layout {
         }
         self.catalog = next;
         // The narrowing is final: the old region may now drop the moved rows. If it cannot
-        // hear this (failed, closed), it drops them after its next open.
-        if let Err(e) = old
+        // hear this (failed, closed), or the commit may not be durable, it drops them after
+        // its next open.
+        if !durable {
+            tracing::warn!(
+                table,
+                region,
+                "split kept; the old region drops the moved rows after its next open"
+            );
+        } else if let Err(e) = old
             .handle
             .call_unbounded(|reply| messages::CommitSplit { reply })
             .await
