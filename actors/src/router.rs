@@ -14,9 +14,10 @@
 //! 2. The catalog is rewritten with both regions: the commit point. If that fails, the region
 //!    serves its whole range again and the new directory is removed, unless the catalog on
 //!    disk names the new region after all (a directory fsync that failed after the rename):
-//!    then the split stands. Then `CommitSplit` makes the narrowing final, and a major
-//!    compaction drops the moved rows from the old region (after its next open, if it cannot
-//!    do it now). Before the commit no compaction may drop them: an aborted split would lose
+//!    then the split stands, but the old region keeps the moved rows until its next open (a
+//!    crash may still undo the rename). Otherwise `CommitSplit` makes the narrowing final,
+//!    and a major compaction drops the moved rows from the old region (after its next open,
+//!    if it cannot do it now). Before the commit no compaction may drop them: an aborted split would lose
 //!    them (tests/layout_failures.rs).
 //! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
 //!
