@@ -103,34 +103,17 @@ async fn commit(data_dir: &Path, catalog: &Catalog) -> Result<()> {
         .map_err(|e| ActorError::Internal(format!("catalog writer panicked: {e}")))?
 }
 
-/// Whether the catalog on disk lists region `id` in `table` (`None`: it cannot be read).
-async fn on_disk_region(data_dir: &Path, table: &str, id: u64) -> Option<bool> {
+/// `query` of the catalog on disk (`None`: it cannot be read), on a blocking thread: after a
+/// failed save, whether its rename took effect.
+async fn on_disk<T: Send + 'static>(
+    data_dir: &Path,
+    query: impl FnOnce(&Catalog) -> T + Send + 'static,
+) -> Option<T> {
     let dir = data_dir.to_path_buf();
-    let table = table.to_string();
-    tokio::task::spawn_blocking(move || {
-        Catalog::load(&dir).ok().map(|c| {
-            c.tables
-                .get(&table)
-                .is_some_and(|e| e.regions.iter().any(|r| r.id == id))
-        })
-    })
-    .await
-    .ok()
-    .flatten()
-}
-
-/// Whether the catalog on disk has table `name` (`None`: it cannot be read).
-async fn on_disk_table(data_dir: &Path, name: &str) -> Option<bool> {
-    let dir = data_dir.to_path_buf();
-    let name = name.to_string();
-    tokio::task::spawn_blocking(move || {
-        Catalog::load(&dir)
-            .ok()
-            .map(|c| c.tables.contains_key(&name))
-    })
-    .await
-    .ok()
-    .flatten()
+    tokio::task::spawn_blocking(move || Catalog::load(&dir).ok().map(|c| query(&c)))
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn remove_dirs(dirs: Vec<PathBuf>) {
@@ -419,7 +402,11 @@ impl Layout {
             // a dropped table's. The drop stands then, as a split does, but is not reported
             // done (a crash may yet undo the rename, and the table come back whole): its
             // directories are left for the next start to deal with.
-            if on_disk_table(&self.data_dir, name).await == Some(false) {
+            let gone = {
+                let name = name.to_string();
+                on_disk(&self.data_dir, move |c| !c.tables.contains_key(&name)).await
+            };
+            if gone == Some(true) {
                 tracing::warn!(table = name, error = %e,
                     "the catalog save reported an error after it took effect: drop kept");
                 self.catalog = next;
@@ -527,7 +514,16 @@ impl Layout {
             // catalog on disk gives the buckets to the new region, which must keep its rows.
             // A crash may yet undo that rename: the old region keeps the moved rows until its
             // next open, which drops them only if the catalog it then reads has the split.
-            match on_disk_region(&self.data_dir, table, new_id).await {
+            let named = {
+                let table = table.to_string();
+                on_disk(&self.data_dir, move |c| {
+                    c.tables
+                        .get(&table)
+                        .is_some_and(|e| e.regions.iter().any(|r| r.id == new_id))
+                })
+                .await
+            };
+            match named {
                 Some(true) => {
                     durable = false;
                     tracing::warn!(table, region, error = %e,

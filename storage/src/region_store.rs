@@ -1008,8 +1008,6 @@ impl RegionStore {
         let mut active: Option<(u64, u64, u64, u8)> = None;
         let mut idem = IdempotencyCache::new(IdempotencyOptions::default());
         let mut stopped = false;
-        // Set when damage that no crash causes stopped the replay: later logs are kept aside.
-        let mut keep_dropped = false;
         let mut replayed: Vec<u64> = Vec::new();
         let mut file_ids = m.next_file.max(max_id + 1);
         let replay_threads = match options.replay_threads {
@@ -1070,8 +1068,8 @@ impl RegionStore {
         for &n in logs.iter().filter(|n| **n >= m.log_number) {
             let path = log_path(dir, n);
             if stopped {
-                // Set aside or removed already, before the damaged log was truncated.
-                continue;
+                // The later logs were set aside or removed before the damaged one was truncated.
+                break;
             }
             // Mapped whole for the replay; afterwards only its valid frames stay mapped (below).
             let map = fs.map(&path).map_err(|e| Error::io(&path, e))?;
@@ -1127,11 +1125,15 @@ impl RegionStore {
             // been torn by a crash: damage at the end of an earlier one is damage in the
             // middle of the sequence.
             let last = logs.last() == Some(&n);
-            if let Some(d) = out.damage.as_ref().filter(|d| !(strict || d.tail && last)) {
-                // Not what a crash leaves (bit rot, a bad sector, a copy gone wrong): what is
-                // dropped may hold acknowledged writes. Kept aside before the truncation.
-                // Without the preallocated zeros past the last written byte; never over an
-                // earlier copy (damage can recur at the same offset: a bad sector).
+            // Damage no crash causes (bit rot, a bad sector, a copy gone wrong): what is
+            // dropped may hold acknowledged writes, and is kept aside (`kept_dropped`).
+            let keep_aside = out
+                .damage
+                .as_ref()
+                .is_some_and(|d| !(strict || d.tail && last));
+            if let Some(d) = out.damage.as_ref().filter(|_| keep_aside) {
+                // Before the truncation; without the preallocated zeros past the last written
+                // byte; never over an earlier copy (damage can recur at the same offset).
                 let dropped = &bytes[out.valid_len as usize..];
                 let written = dropped.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
                 let to = aside_name(&*fs, &format!("{}.dropped-at-{}", path.display(), d.offset));
@@ -1145,7 +1147,6 @@ impl RegionStore {
                     "log damaged before its end: the bytes dropped and any later logs are kept aside (*.dropped*)"
                 );
                 report.kept_dropped.push(to);
-                keep_dropped = true;
             }
             drop(map);
             if let Some(d) = out.damage {
@@ -1172,7 +1173,7 @@ impl RegionStore {
                 for &later in logs.iter().filter(|l| **l > n) {
                     let lp = log_path(dir, later);
                     report.bytes_dropped += fs.len(&lp).unwrap_or(0);
-                    if keep_dropped {
+                    if keep_aside {
                         let to = aside_name(&*fs, &format!("{}.dropped", lp.display()));
                         fs.rename(&lp, &to).map_err(|e| Error::io(&lp, e))?;
                         report.kept_dropped.push(to);
