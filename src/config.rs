@@ -10,8 +10,8 @@
 
 use crate::state::Limits;
 use clap::{Parser, ValueEnum};
-use kura_actors::KuraConfig;
-use kura_storage::{Durability, RecoveryMode};
+use kura_backends::embedded::Config as KuraConfig;
+use kura_backends::embedded::{Durability, RecoveryMode};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;

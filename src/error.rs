@@ -11,14 +11,14 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use kura_actors::ActorError;
+use kura_backend::Error as BackendError;
 
 /// Everything a handler can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// An error from the store.
     #[error(transparent)]
-    Actor(#[from] ActorError),
+    Actor(#[from] BackendError),
     /// No visible cells, no such table, scanner or resource.
     #[error("Not found")]
     NotFound,
@@ -70,22 +70,23 @@ impl ApiError {
     }
 }
 
-fn actor_status(e: &ActorError) -> StatusCode {
-    // `ActorError` is `#[non_exhaustive]` (it lives in another crate), so the compiler demands a
-    // wildcard arm; every variant known today is listed explicitly above it.
+fn actor_status(e: &BackendError) -> StatusCode {
+    // Exhaustive: a new backend error does not compile until it has its status here.
     match e {
-        ActorError::TableNotFound(_) | ActorError::NoSuchFamily { .. } => StatusCode::NOT_FOUND,
-        ActorError::TableExists(_) => StatusCode::CONFLICT,
-        ActorError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+        BackendError::TableNotFound(_) | BackendError::NoSuchFamily { .. } => StatusCode::NOT_FOUND,
+        BackendError::TableExists(_) => StatusCode::CONFLICT,
+        BackendError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
         // Incrementing a value that is not an 8-byte counter, or past the 64-bit range, is the
         // caller's mistake.
-        ActorError::NotACounter(_) | ActorError::CounterOverflow(_) => StatusCode::BAD_REQUEST,
-        ActorError::Overloaded { .. }
-        | ActorError::RegionUnavailable { .. }
-        | ActorError::ShuttingDown
-        | ActorError::DataDirInUse(_) => StatusCode::SERVICE_UNAVAILABLE,
-        ActorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
+        BackendError::NotACounter(_) | BackendError::CounterOverflow(_) => StatusCode::BAD_REQUEST,
+        // What this backend does not offer (a region split on Bigtable): the message names it.
+        BackendError::Unsupported(_) => StatusCode::BAD_REQUEST,
+        BackendError::Overloaded { .. }
+        | BackendError::Unavailable(_)
+        | BackendError::RegionUnavailable { .. }
+        | BackendError::ShuttingDown
+        | BackendError::DataDirInUse(_) => StatusCode::SERVICE_UNAVAILABLE,
+        BackendError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -113,8 +114,8 @@ impl ResponseError for ApiError {
         let status = self.status_code();
         let text = match self {
             // HBase's wording: the store's detail is not needed to fix a 404.
-            ApiError::Actor(ActorError::TableNotFound(t)) => format!("Not found: table {t}"),
-            ApiError::Actor(e @ ActorError::NoSuchFamily { .. }) => format!("Not found: {e}"),
+            ApiError::Actor(BackendError::TableNotFound(t)) => format!("Not found: table {t}"),
+            ApiError::Actor(e @ BackendError::NoSuchFamily { .. }) => format!("Not found: {e}"),
             ApiError::Actor(e) if status == StatusCode::BAD_REQUEST => format!("Bad request: {e}"),
             ApiError::Actor(e) if status == StatusCode::SERVICE_UNAVAILABLE => {
                 format!("Unavailable: {e}")
@@ -156,14 +157,14 @@ mod tests {
             ApiError::NotModified.status_code(),
             StatusCode::NOT_MODIFIED
         );
-        let e = ApiError::Actor(ActorError::NoSuchFamily {
+        let e = ApiError::Actor(BackendError::NoSuchFamily {
             table: "t".into(),
             family: "f".into(),
         });
         assert_eq!(e.status_code(), StatusCode::NOT_FOUND);
-        let e = ApiError::Actor(ActorError::NotACounter("not a long".into()));
+        let e = ApiError::Actor(BackendError::NotACounter("not a long".into()));
         assert_eq!(e.status_code(), StatusCode::BAD_REQUEST);
-        let e = ApiError::Actor(ActorError::Overloaded { region: 1 });
+        let e = ApiError::Actor(BackendError::Overloaded { region: 1 });
         assert_eq!(e.status_code(), StatusCode::SERVICE_UNAVAILABLE);
     }
 

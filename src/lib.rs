@@ -1,5 +1,5 @@
 //! Kura's HTTP server: the HBase REST-compatible API, the built-in applications and the
-//! operations endpoints, all over the [`kura_actors::Kura`] handle.
+//! operations endpoints, all over the [`kura_backend::Store`] handle, whichever backend it runs on.
 //!
 //! # Layout
 //! - [`config`]: command-line and environment configuration (clap).
@@ -11,7 +11,7 @@
 //! - [`server`]: authentication, panic catching and the `HttpServer` builder `main` runs.
 //!
 //! # Layering rule
-//! Handlers hold no data: every read and write goes through [`kura_actors::Kura`].
+//! Handlers hold no data: every read and write goes through [`kura_backend::Store`]: the HTTP layer never names a backend.
 
 pub mod apps;
 pub mod config;

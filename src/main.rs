@@ -3,7 +3,7 @@
 //!
 //! # Invariants
 //! 1. No acknowledged write races the shutdown: with the regions on their own threads,
-//!    `Kura::shutdown` runs after the HTTP server has stopped; thread per core (the default),
+//!    `Backend::shutdown` runs after the HTTP server has stopped; thread per core (the default),
 //!    it runs before the workers stop (the regions live on them), and a request that reaches a
 //!    closed region answers 503 without having written anything.
 //! 2. A refused configuration (remote bind without `--allow-remote`, unreadable token file) exits
@@ -12,7 +12,6 @@
 use clap::Parser;
 use kura::config::Config;
 use kura::state::{AppState, StateSource};
-use kura_actors::Kura;
 use std::sync::Arc;
 use tracing_subscriber::EnvFilter;
 
@@ -97,7 +96,7 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
         None
     } else {
         Some(
-            Kura::start(config.kura_config())
+            kura_backends::start_embedded(config.kura_config())
                 .await
                 .map_err(cannot_open)?,
         )
@@ -126,7 +125,7 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             };
-            match Kura::start_on(config.kura_config(), arbiters).await {
+            match kura_backends::start_embedded_on(config.kura_config(), arbiters).await {
                 Ok(kura) => kura,
                 Err(e) => {
                     handle.stop(false).await;
@@ -137,7 +136,7 @@ async fn run(config: Config, token: Option<String>) -> Result<(), String> {
     };
     // Every region opened (its log replayed) before the first answer: `/healthz` then means
     // ready, and the startup time includes the replay.
-    for table in kura.list_tables() {
+    for table in kura.list_tables().await.map_err(cannot_open)? {
         let _ = kura.regions(&table.name).await;
     }
     kura::ops::metrics::record_startup(started.elapsed());

@@ -1,6 +1,6 @@
 //! What every handler receives: the store handle and the server's settings.
 
-use kura_actors::client::Kura;
+use kura_backend::Store;
 
 /// Limits on what a request may carry (RELIABILITY.md "Limits").
 #[derive(Clone, Debug)]
@@ -31,7 +31,7 @@ impl Default for Limits {
 
 /// Shared application state, registered once as `web::Data<AppState>`.
 pub struct AppState {
-    pub kura: Kura,
+    pub kura: Store,
     pub limits: Limits,
 }
 

@@ -43,7 +43,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
 /// Serves the routes on a loopback port with 4 workers, as `main` does; stop it with the handle.
 fn serve(kura: &kura_actors::Kura) -> (SocketAddr, ServerHandle) {
     let data = web::Data::new(AppState {
-        kura: kura.clone(),
+        kura: kura.clone().into(),
         limits: Limits::default(),
     });
     let server =

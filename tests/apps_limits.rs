@@ -25,7 +25,7 @@ macro_rules! small_app {
         test::init_service(
             App::new()
                 .app_data(web::Data::new(AppState {
-                    kura: $kura.clone(),
+                    kura: $kura.clone().into(),
                     limits: limits(),
                 }))
                 .configure(kura::configure),

@@ -10,10 +10,10 @@ use serde_json::json;
 #[actix_web::test]
 async fn ensure_tables_creates_every_application_table_once() {
     let s = store().await;
-    kura::apps::ensure_tables(&s.kura)
+    kura::apps::ensure_tables(&s.kura.clone().into())
         .await
         .expect("tables created");
-    kura::apps::ensure_tables(&s.kura)
+    kura::apps::ensure_tables(&s.kura.clone().into())
         .await
         .expect("a second call is a no-op");
     for (name, families) in [

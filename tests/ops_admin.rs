@@ -408,12 +408,13 @@ async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_inte
     let (status, v) = call!(app, get, "/admin/tables/hm/heatmap");
     assert_eq!(status, 200);
     let columns0 = v["times"].as_array().expect("times").len();
-    let sampler = kura::ops::heatmap::sampler(&kura);
+    let store: kura_backend::Store = kura.clone().into();
+    let sampler = kura::ops::heatmap::sampler(&store).await;
 
     for i in 0..10 {
         ops_support::put(&kura, "hm", &format!("a{i}"), "x").await;
     }
-    sampler.sample(&kura); // what the 5-second tick does
+    sampler.sample(&store).await; // what the 5-second tick does
     for i in 0..3 {
         ops_support::put(&kura, "hm", &format!("b{i}"), "x").await;
     }

@@ -90,7 +90,7 @@ async fn a_request_arriving_before_the_store_is_open_waits_and_is_then_answered(
         .await
         .expect("store opens on the workers' arbiters");
     source.set(AppState {
-        kura: kura.clone(),
+        kura: kura.clone().into(),
         limits: config.limits(),
     });
     let r = answer(&early, Duration::from_secs(10))

@@ -426,7 +426,7 @@ async fn a_streamed_answer_ends_when_its_scanner_is_deleted_meanwhile() {
     let url = open_scanner(&c, &serde_json::json!({})).await;
     // The streamed GET through a service of our own, so that its body can be left unread.
     let state = web::Data::new(kura::state::AppState {
-        kura: kura.clone(),
+        kura: kura.clone().into(),
         limits: Limits::default(),
     });
     let app = test::init_service(App::new().app_data(state).configure(kura::configure)).await;

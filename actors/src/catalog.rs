@@ -1,41 +1,9 @@
 //! The catalog of tables: names, families, salting, region layout. Persisted; restored on restart.
 
-use kura_storage::model::FamilyDescriptor;
+pub use kura_backend::schema::{validate_descriptor, validate_families, validate_table_name};
+pub use kura_backend::{SaltConfig, TableDescriptor};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// How a table's row keys map to salt buckets.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SaltConfig {
-    /// Number of salt buckets (fixed at creation). Regions own contiguous bucket ranges.
-    pub buckets: u32,
-    /// Hash only the first `prefix_len` bytes of the row key (rows sharing that prefix live in
-    /// one region); `None` hashes the whole key.
-    pub prefix_len: Option<u32>,
-}
-
-impl Default for SaltConfig {
-    fn default() -> Self {
-        SaltConfig {
-            buckets: 256,
-            prefix_len: None,
-        }
-    }
-}
-
-/// A table as users declare it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TableDescriptor {
-    pub name: String,
-    pub families: Vec<FamilyDescriptor>,
-    pub salt: SaltConfig,
-    /// Regions created with the table (buckets split evenly); `None` = the server default.
-    pub initial_regions: Option<u32>,
-    /// Table attributes the server does not interpret, echoed back in the schema.
-    pub attributes: BTreeMap<String, String>,
-    /// Per-family attributes the server does not interpret, keyed by family name.
-    pub family_attributes: BTreeMap<String, BTreeMap<String, String>>,
-}
 
 // ---------------------------------------------------------------------------------------------
 // Persistence and validation (implementation; the types above are the contract).
@@ -241,121 +209,10 @@ pub fn even_layout(buckets: u32, regions: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// Check a table name: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
-pub fn validate_table_name(name: &str) -> Result<()> {
-    let bytes = name.as_bytes();
-    let ok = !bytes.is_empty()
-        && bytes.len() <= 128
-        && (bytes[0].is_ascii_alphanumeric() || bytes[0] == b'_')
-        && bytes[1..]
-            .iter()
-            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ActorError::InvalidArgument(format!(
-            "table name {name:?} must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}"
-        )))
-    }
-}
-
-/// Check column families: at least one, unique, non-empty printable names without `:`.
-pub fn validate_families(families: &[FamilyDescriptor]) -> Result<()> {
-    if families.is_empty() {
-        return Err(ActorError::InvalidArgument(
-            "a table needs at least one column family".into(),
-        ));
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for f in families {
-        let printable = f.name.iter().all(|&c| c.is_ascii_graphic() && c != b':');
-        if f.name.is_empty() || f.name.len() > 255 || !printable {
-            return Err(ActorError::InvalidArgument(format!(
-                "column family name {:?} must be 1..=255 printable ASCII bytes without ':'",
-                String::from_utf8_lossy(&f.name)
-            )));
-        }
-        if f.max_versions == 0 {
-            return Err(ActorError::InvalidArgument(format!(
-                "column family {} must keep at least one version",
-                String::from_utf8_lossy(&f.name)
-            )));
-        }
-        if !seen.insert(&f.name) {
-            return Err(ActorError::InvalidArgument(format!(
-                "column family {} is listed twice",
-                String::from_utf8_lossy(&f.name)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Check a whole descriptor for `create_table`.
-pub fn validate_descriptor(desc: &TableDescriptor) -> Result<()> {
-    validate_table_name(&desc.name)?;
-    validate_families(&desc.families)?;
-    if desc.salt.buckets == 0 || desc.salt.buckets > 1 << 16 {
-        return Err(ActorError::InvalidArgument(format!(
-            "salt buckets must be between 1 and 65536, got {}",
-            desc.salt.buckets
-        )));
-    }
-    if desc.salt.prefix_len == Some(0) {
-        return Err(ActorError::InvalidArgument(
-            "salt prefix_len must be at least 1".into(),
-        ));
-    }
-    if desc.initial_regions == Some(0) {
-        return Err(ActorError::InvalidArgument(
-            "initial_regions must be at least 1".into(),
-        ));
-    }
-    Ok(())
-}
-
-impl TableDescriptor {
-    /// A table with the given families, default salting and the server's default region count.
-    pub fn new(name: impl Into<String>, families: Vec<FamilyDescriptor>) -> Self {
-        TableDescriptor {
-            name: name.into(),
-            families,
-            salt: SaltConfig::default(),
-            initial_regions: None,
-            attributes: BTreeMap::new(),
-            family_attributes: BTreeMap::new(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_names_follow_the_documented_pattern() {
-        for ok in ["t", "_x", "a.b-c_d", "9lives", &"a".repeat(128)] {
-            assert!(validate_table_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            ".hidden",
-            "-x",
-            "a/b",
-            "..",
-            "a b",
-            "é",
-            &"a".repeat(129),
-        ] {
-            assert!(
-                matches!(
-                    validate_table_name(bad),
-                    Err(ActorError::InvalidArgument(_))
-                ),
-                "{bad}"
-            );
-        }
-    }
+    use kura_backend::FamilyDescriptor;
 
     #[test]
     fn even_layout_tiles_the_buckets() {

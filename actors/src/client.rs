@@ -11,8 +11,9 @@ use crate::routing::{RegionRoute, RoutingTable, TableRoute};
 use crate::salt::bucket_of;
 use crate::scan_merge::MergedScan;
 use actix::{Addr, Arbiter, ArbiterHandle};
+pub use kura_backend::{AlterMode, RegionInfo, RegionStats, ScanRequest};
 use kura_storage::model::*;
-use kura_storage::{Durability, RecoveryMode, RegionStats};
+use kura_storage::{Durability, RecoveryMode};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -104,38 +105,6 @@ impl KuraConfig {
             file_system: None,
         }
     }
-}
-
-/// How `alter_table` treats the families it is given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AlterMode {
-    /// The listed families become the table's families; others are dropped (REST `PUT schema`).
-    Replace,
-    /// Listed families are added or modified; others are untouched (REST `POST schema`).
-    Merge,
-}
-
-/// A merged, exact-limit scan request across a table's regions.
-#[derive(Clone, Debug)]
-pub struct ScanRequest {
-    pub spec: ScanSpec,
-    /// Rows to return at most (exact, global); `None` = no limit other than `page`.
-    pub limit: Option<usize>,
-    /// Per-call page bound; the answer's `complete` says whether more rows remain.
-    pub page: ScanLimits,
-}
-
-/// One region as operators see it.
-#[derive(Clone, Debug)]
-pub struct RegionInfo {
-    pub id: u64,
-    pub table: String,
-    /// Salt buckets `[start, end)` this region owns.
-    pub bucket_start: u32,
-    pub bucket_end: u32,
-    /// Arbiter (thread) index the region runs on.
-    pub arbiter: usize,
-    pub stats: RegionStats,
 }
 
 /// The handle. Cheap to clone; every method is safe to call concurrently.

@@ -68,6 +68,7 @@
 //! 4. A split loses no acknowledged write and a scan spanning it returns every row once.
 //! 5. A region whose store failed answers `RegionUnavailable`; other regions keep serving.
 
+mod backend;
 mod background;
 pub mod catalog;
 pub mod client;

@@ -368,7 +368,7 @@ impl RegionActor {
 
     /// Map a store error, failing the region closed when it is fatal.
     fn store_err(&mut self, e: kura_storage::Error) -> ActorError {
-        let (err, fatal) = ActorError::from_store(e, &self.table, self.id);
+        let (err, fatal) = crate::error::from_store(e, &self.table, self.id);
         if fatal {
             self.fail(err.to_string());
         }
@@ -1147,7 +1147,7 @@ impl Handler<Close> for RegionActor {
             Some(_) if self.failed.is_some() => Ok(()),
             Some(store) => store
                 .close()
-                .map_err(|e| ActorError::from_store(e, &self.table, self.id).0),
+                .map_err(|e| crate::error::from_store(e, &self.table, self.id).0),
             None => Ok(()),
         };
         if self.failed.is_none() {

@@ -28,7 +28,7 @@ use super::request;
 use super::scan::scan_rows;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_actors::{
+use kura_backend::{
     ColumnSelection, ColumnSpec, Increment, Mutation, ReadSpec, RowMutation, ScanSpec,
 };
 use serde::{Deserialize, Serialize};

@@ -39,7 +39,7 @@ use super::request::{self, run_detached};
 use super::scan::scan_rows;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_actors::{CheckAndMutate, Increment, Kura, Mutation, ReadSpec, RowMutation, ScanSpec};
+use kura_backend::{CheckAndMutate, Increment, Mutation, ReadSpec, RowMutation, ScanSpec, Store};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 
@@ -135,7 +135,7 @@ fn decode_article(value: &[u8]) -> AppResult<Article> {
 }
 
 /// The article row's stored bytes and decoded article, if it exists.
-async fn load(kura: &Kura, user: u64, article: u64) -> AppResult<Option<(Vec<u8>, Article)>> {
+async fn load(kura: &Store, user: u64, article: u64) -> AppResult<Option<(Vec<u8>, Article)>> {
     let Some(row) = kura
         .get(TABLE, &article_key(user, article), &ReadSpec::default())
         .await?

@@ -40,7 +40,7 @@ use super::scan::scan_rows;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, NaiveDate};
-use kura_actors::{
+use kura_backend::{
     Cell, ColumnSelection, ColumnSpec, Increment, ReadSpec, Row, RowFilter, ScanSpec,
 };
 use serde::Deserialize;

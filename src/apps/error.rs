@@ -9,7 +9,7 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use kura_actors::ActorError;
+use kura_backend::Error as BackendError;
 
 /// Result alias for the applications.
 pub type AppResult<T> = Result<T, AppError>;
@@ -37,7 +37,7 @@ pub enum AppError {
     RequestTimeout(String),
     /// The store refused or failed the request.
     #[error(transparent)]
-    Store(#[from] ActorError),
+    Store(#[from] BackendError),
     /// A broken invariant (a bug, or data written by someone else in a shape we do not read).
     #[error("{0}")]
     Internal(String),
@@ -60,20 +60,19 @@ impl AppError {
             AppError::RequestTimeout(_) => "request_timeout",
             AppError::Internal(_) => "internal",
             AppError::Store(e) => match e {
-                ActorError::TableNotFound(_) => "table_not_found",
-                ActorError::TableExists(_) => "table_exists",
-                ActorError::NoSuchFamily { .. } => "schema_mismatch",
-                ActorError::InvalidArgument(_) => "invalid_argument",
-                ActorError::NotACounter(_) => "not_a_counter",
-                ActorError::CounterOverflow(_) => "counter_overflow",
-                ActorError::Overloaded { .. } => "overloaded",
-                ActorError::RegionUnavailable { .. } => "unavailable",
-                ActorError::ShuttingDown => "shutting_down",
-                ActorError::DataDirInUse(_) => "data_dir_in_use",
-                ActorError::Internal(_) => "internal",
-                // `ActorError` is `#[non_exhaustive]`: a variant added later is a server error
-                // until it is mapped here.
-                _ => "internal",
+                BackendError::TableNotFound(_) => "table_not_found",
+                BackendError::TableExists(_) => "table_exists",
+                BackendError::NoSuchFamily { .. } => "schema_mismatch",
+                BackendError::InvalidArgument(_) => "invalid_argument",
+                BackendError::NotACounter(_) => "not_a_counter",
+                BackendError::CounterOverflow(_) => "counter_overflow",
+                BackendError::Overloaded { .. } => "overloaded",
+                BackendError::RegionUnavailable { .. } => "unavailable",
+                BackendError::ShuttingDown => "shutting_down",
+                BackendError::DataDirInUse(_) => "data_dir_in_use",
+                BackendError::Unsupported(_) => "unsupported",
+                BackendError::Unavailable(_) => "unavailable",
+                BackendError::Internal(_) => "internal",
             },
         }
     }
@@ -92,19 +91,20 @@ impl ResponseError for AppError {
             AppError::Store(e) => match e {
                 // The row key or value the request leads to is over a store limit, or an
                 // increment overflowed: the caller can fix the input.
-                ActorError::InvalidArgument(_)
-                | ActorError::NotACounter(_)
-                | ActorError::CounterOverflow(_) => StatusCode::BAD_REQUEST,
-                ActorError::Overloaded { .. }
-                | ActorError::RegionUnavailable { .. }
-                | ActorError::ShuttingDown
-                | ActorError::DataDirInUse(_) => StatusCode::SERVICE_UNAVAILABLE,
+                BackendError::InvalidArgument(_)
+                | BackendError::NotACounter(_)
+                | BackendError::CounterOverflow(_)
+                | BackendError::Unsupported(_) => StatusCode::BAD_REQUEST,
+                BackendError::Overloaded { .. }
+                | BackendError::Unavailable(_)
+                | BackendError::RegionUnavailable { .. }
+                | BackendError::ShuttingDown
+                | BackendError::DataDirInUse(_) => StatusCode::SERVICE_UNAVAILABLE,
                 // The application's own table is missing or has the wrong families: ours.
-                ActorError::TableNotFound(_)
-                | ActorError::TableExists(_)
-                | ActorError::NoSuchFamily { .. }
-                | ActorError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
+                BackendError::TableNotFound(_)
+                | BackendError::TableExists(_)
+                | BackendError::NoSuchFamily { .. }
+                | BackendError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             },
         }
     }

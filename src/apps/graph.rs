@@ -58,7 +58,7 @@ use super::request::{self, run_detached};
 use super::scan::scan_rows;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_actors::{CheckAndMutate, Kura, Mutation, ReadSpec, Row, RowMutation, ScanSpec};
+use kura_backend::{CheckAndMutate, Mutation, ReadSpec, Row, RowMutation, ScanSpec, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -255,7 +255,7 @@ fn delete_with_tombstone(ts: i64) -> Vec<Mutation> {
 /// `check_and_mutate(g:u == what was read)`: absent for a row never written, the tombstone of
 /// the last delete otherwise, with a create time above that delete's marker. Of N concurrent
 /// creates exactly one passes; the others re-read, find the row live and report a conflict.
-async fn create_row(kura: &Kura, key: &[u8], props: &[u8]) -> AppResult<Option<i64>> {
+async fn create_row(kura: &Store, key: &[u8], props: &[u8]) -> AppResult<Option<i64>> {
     loop {
         let (expected, floor) = match load_state(kura, key).await? {
             State::Live(_) => return Ok(None),
@@ -337,7 +337,7 @@ fn parse_state(row: &Row) -> AppResult<State> {
     }))
 }
 
-async fn load_state(kura: &Kura, key: &[u8]) -> AppResult<State> {
+async fn load_state(kura: &Store, key: &[u8]) -> AppResult<State> {
     match kura.get(TABLE, key, &ReadSpec::default()).await? {
         Some(row) => parse_state(&row),
         None => Ok(State::Absent),
@@ -345,7 +345,7 @@ async fn load_state(kura: &Kura, key: &[u8]) -> AppResult<State> {
 }
 
 /// The live row at `key`, if any.
-async fn load(kura: &Kura, key: &[u8]) -> AppResult<Option<Stored>> {
+async fn load(kura: &Store, key: &[u8]) -> AppResult<Option<Stored>> {
     match load_state(kura, key).await? {
         State::Live(s) => Ok(Some(s)),
         State::Absent | State::Deleted { .. } => Ok(None),
@@ -564,7 +564,7 @@ async fn update_node(
 }
 
 /// Index rows of node `x` (every direction and type), at most `max`.
-async fn node_index_rows(kura: &Kura, x: &str, max: usize) -> AppResult<(usize, Vec<Row>)> {
+async fn node_index_rows(kura: &Store, x: &str, max: usize) -> AppResult<(usize, Vec<Row>)> {
     let prefix = node_index_prefix(x);
     let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let spec = ScanSpec {
@@ -586,7 +586,7 @@ fn relationship_of(x: &str, e: &IndexEntry) -> (String, String, String) {
 
 /// True if node `x` has a relationship whose row exists (index rows left orphaned by a crash
 /// between a relationship delete and its index delete do not count).
-async fn has_relationships(kura: &Kura, x: &str) -> AppResult<bool> {
+async fn has_relationships(kura: &Store, x: &str) -> AppResult<bool> {
     let prefix = node_index_prefix(x);
     let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let mut spec = ScanSpec {
@@ -612,7 +612,7 @@ async fn has_relationships(kura: &Kura, x: &str) -> AppResult<bool> {
 }
 
 /// Deletes every relationship of node `x` (D8 for each), and any orphaned index row.
-async fn delete_all_relationships(kura: &Kura, x: &str) -> AppResult<()> {
+async fn delete_all_relationships(kura: &Store, x: &str) -> AppResult<()> {
     loop {
         let (plen, rows) = node_index_rows(kura, x, 1000).await?;
         if rows.is_empty() {
@@ -806,7 +806,7 @@ async fn update_relationship(
 }
 
 /// D8: deletes relationship `s -t-> e` and its index rows. `Ok(false)` if it did not exist.
-async fn delete_relationship(kura: &Kura, s: &str, t: &str, e: &str) -> AppResult<bool> {
+async fn delete_relationship(kura: &Store, s: &str, t: &str, e: &str) -> AppResult<bool> {
     let key = rel_key(s, t, e);
     loop {
         let Some(old) = load(kura, &key).await? else {

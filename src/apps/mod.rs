@@ -2,7 +2,7 @@
 //! a blog, a user action log, an access counter and a graph database.
 //!
 //! Each application is a key schema plus routes. It keeps its data in an ordinary table (also
-//! readable through the HBase REST API) and reaches it only through the [`Kura`] handle, like
+//! readable through the HBase REST API) and reaches it only through the [`kura_backend::Store`] handle, like
 //! any other client. Each module's `//!` documents its row keys byte by byte.
 //!
 //! # Layout
@@ -38,7 +38,7 @@ pub mod request;
 pub mod scan;
 
 use actix_web::web;
-use kura_actors::{ActorError, FamilyDescriptor, Kura, SaltConfig, TableDescriptor};
+use kura_backend::{Error as BackendError, FamilyDescriptor, SaltConfig, Store, TableDescriptor};
 use std::collections::BTreeMap;
 
 /// Salt settings of every application table: 256 buckets keyed by the 4-byte hash prefix.
@@ -79,17 +79,17 @@ pub fn table_descriptor(name: &str, families: &[&str]) -> TableDescriptor {
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Creates the application table `name` if it is missing. Idempotent and cheap when it exists.
-pub async fn ensure_table(kura: &Kura, name: &str) -> Result<(), ActorError> {
-    if kura.table(name).is_some() {
+pub async fn ensure_table(kura: &Store, name: &str) -> Result<(), BackendError> {
+    if kura.table(name).await?.is_some() {
         return Ok(());
     }
     let _guard = CREATE_LOCK.lock().await;
     for (table, families) in APP_TABLES.iter().filter(|(t, _)| *t == name) {
-        if kura.table(table).is_some() {
+        if kura.table(table).await?.is_some() {
             continue;
         }
         match kura.create_table(table_descriptor(table, families)).await {
-            Ok(()) | Err(ActorError::TableExists(_)) => {}
+            Ok(()) | Err(BackendError::TableExists(_)) => {}
             Err(e) => return Err(e),
         }
     }
@@ -98,7 +98,7 @@ pub async fn ensure_table(kura: &Kura, name: &str) -> Result<(), ActorError> {
 
 /// Creates every application table that is missing (`blog`, `useractions`, `access`, `graph`).
 /// The server's `main` calls this at start-up; handlers also call [`ensure_table`] lazily.
-pub async fn ensure_tables(kura: &Kura) -> Result<(), ActorError> {
+pub async fn ensure_tables(kura: &Store) -> Result<(), BackendError> {
     for (table, _) in APP_TABLES {
         ensure_table(kura, table).await?;
     }

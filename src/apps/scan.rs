@@ -6,11 +6,11 @@
 //! 2. Memory is bounded by `want` rows plus one scan page, whatever `skip` is.
 
 use super::error::AppResult;
-use kura_actors::{Kura, Row, ScanLimits, ScanRequest, ScanSpec};
+use kura_backend::{Row, ScanLimits, ScanRequest, ScanSpec, Store};
 
 /// Rows of `spec` in order, skipping `skip` first and returning up to `want`.
 pub async fn scan_rows(
-    kura: &Kura,
+    kura: &Store,
     table: &str,
     mut spec: ScanSpec,
     mut skip: usize,

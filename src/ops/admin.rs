@@ -5,12 +5,12 @@
 //!    table or region, 400 for bad input, 503 when the store cannot serve now, 500 for a bug.
 //! 2. A region is checked to belong to the table before it is split, so a split never touches
 //!    another table's region whatever id the caller sends.
-//! 3. Handlers hold no data: every figure comes from [`kura_actors::Kura`] at request time.
+//! 3. Handlers hold no data: every figure comes from [`kura_backend::Store`] at request time.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse, ResponseError};
-use kura_actors::storage::RegionStats;
-use kura_actors::{ActorError, RegionInfo, TableDescriptor};
+use kura_backend::RegionStats;
+use kura_backend::{Error as BackendError, RegionInfo, TableDescriptor};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -49,26 +49,26 @@ impl AdminError {
     }
 }
 
-impl From<ActorError> for AdminError {
-    fn from(e: ActorError) -> Self {
+impl From<BackendError> for AdminError {
+    fn from(e: BackendError) -> Self {
         let message = e.to_string();
-        // ActorError is #[non_exhaustive]: a variant added later is a server-side failure
-        // until it is mapped here.
+        // Exhaustive: a new backend error does not compile until it is mapped here.
         let (status, code) = match e {
-            ActorError::TableNotFound(_) => (StatusCode::NOT_FOUND, "table_not_found"),
-            ActorError::NoSuchFamily { .. } => (StatusCode::NOT_FOUND, "family_not_found"),
-            ActorError::TableExists(_) => (StatusCode::CONFLICT, "table_exists"),
-            ActorError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
-            ActorError::NotACounter(_) => (StatusCode::BAD_REQUEST, "not_a_counter"),
-            ActorError::CounterOverflow(_) => (StatusCode::BAD_REQUEST, "counter_overflow"),
-            ActorError::Overloaded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
-            ActorError::RegionUnavailable { .. } => {
+            BackendError::TableNotFound(_) => (StatusCode::NOT_FOUND, "table_not_found"),
+            BackendError::NoSuchFamily { .. } => (StatusCode::NOT_FOUND, "family_not_found"),
+            BackendError::TableExists(_) => (StatusCode::CONFLICT, "table_exists"),
+            BackendError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            BackendError::NotACounter(_) => (StatusCode::BAD_REQUEST, "not_a_counter"),
+            BackendError::CounterOverflow(_) => (StatusCode::BAD_REQUEST, "counter_overflow"),
+            BackendError::Overloaded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
+            BackendError::RegionUnavailable { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "region_unavailable")
             }
-            ActorError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-            ActorError::DataDirInUse(_) => (StatusCode::SERVICE_UNAVAILABLE, "data_dir_in_use"),
-            ActorError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            BackendError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            BackendError::DataDirInUse(_) => (StatusCode::SERVICE_UNAVAILABLE, "data_dir_in_use"),
+            BackendError::Unsupported(_) => (StatusCode::BAD_REQUEST, "unsupported"),
+            BackendError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            BackendError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         AdminError::new(status, code, message)
     }
@@ -166,10 +166,11 @@ fn table_view(d: &TableDescriptor, regions: usize) -> TableView {
     }
 }
 
-fn descriptor(state: &AppState, table: &str) -> Result<TableDescriptor> {
+async fn descriptor(state: &AppState, table: &str) -> Result<TableDescriptor> {
     state
         .kura
         .table(table)
+        .await?
         .ok_or_else(|| AdminError::table_not_found(table))
 }
 
@@ -181,13 +182,13 @@ async fn regions_of(state: &AppState, table: &str) -> Result<Vec<RegionInfo>> {
 
 /// `GET /admin/tables`.
 pub async fn list_tables(state: web::Data<AppState>) -> Result<HttpResponse> {
-    heatmap::sampler(&state.kura);
+    heatmap::sampler(&state.kura).await;
     let mut tables = Vec::new();
-    for d in state.kura.list_tables() {
+    for d in state.kura.list_tables().await? {
         // A table dropped while we list is left out rather than failing the whole answer.
         match state.kura.regions(&d.name).await {
             Ok(r) => tables.push(table_view(&d, r.len())),
-            Err(ActorError::TableNotFound(_)) => {}
+            Err(BackendError::TableNotFound(_)) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -200,7 +201,7 @@ pub async fn get_table(
     path: web::Path<String>,
 ) -> Result<HttpResponse> {
     let table = path.into_inner();
-    let d = descriptor(&state, &table)?;
+    let d = descriptor(&state, &table).await?;
     let regions = regions_of(&state, &table).await?;
     let mut view = serde_json::to_value(table_view(&d, regions.len())).map_err(|e| {
         AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
@@ -211,9 +212,9 @@ pub async fn get_table(
 
 /// `GET /admin/tables/{t}/regions`.
 pub async fn regions(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
-    heatmap::sampler(&state.kura);
+    heatmap::sampler(&state.kura).await;
     let table = path.into_inner();
-    let d = descriptor(&state, &table)?;
+    let d = descriptor(&state, &table).await?;
     let regions = regions_of(&state, &table).await?;
     Ok(HttpResponse::Ok().json(json!({
         "table": table,
@@ -225,7 +226,7 @@ pub async fn regions(state: web::Data<AppState>, path: web::Path<String>) -> Res
 /// `POST /admin/tables/{t}/flush`.
 pub async fn flush(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
     let table = path.into_inner();
-    descriptor(&state, &table)?;
+    descriptor(&state, &table).await?;
     let r = state.kura.flush(&table).await;
     count_admin(&ADMIN.flush, r.is_ok());
     r?;
@@ -266,7 +267,7 @@ pub async fn compact(
 ) -> Result<HttpResponse> {
     let table = path.into_inner();
     let major = parse_bool("major", query.major.as_deref())?;
-    descriptor(&state, &table)?;
+    descriptor(&state, &table).await?;
     let r = state.kura.compact(&table, major).await;
     count_admin(
         if major {
@@ -378,7 +379,7 @@ pub async fn split(
             "give either bucket or by, not both",
         ));
     }
-    descriptor(&state, &table)?;
+    descriptor(&state, &table).await?;
     let regions = regions_of(&state, &table).await?;
     let Some(info) = regions.iter().find(|r| r.id == region) else {
         return Err(AdminError::new(
@@ -435,10 +436,11 @@ pub async fn split(
 /// `GET /admin/tables/{t}/heatmap`.
 pub async fn heatmap(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
     let table = path.into_inner();
-    descriptor(&state, &table)?;
-    let sampler = heatmap::sampler(&state.kura);
+    descriptor(&state, &table).await?;
+    let sampler = heatmap::sampler(&state.kura).await;
     let matrix = sampler
         .matrix(&state.kura, &table)
+        .await
         .ok_or_else(|| AdminError::table_not_found(&table))?;
     let regions = regions_of(&state, &table).await?;
     let mut v = serde_json::to_value(matrix).map_err(|e| {

@@ -1,7 +1,7 @@
 //! The key heatmap: reads and writes per salt bucket over the last minutes, in the spirit of
 //! Bigtable's Key Visualizer.
 //!
-//! A sampler per store (keyed by its data directory) polls [`Kura::bucket_activity`] for every
+//! A sampler per store (keyed by its data directory) polls [`kura_backend::Backend::bucket_activity`] for every
 //! table every [`INTERVAL`] and keeps the per-bucket deltas of the last [`CAPACITY`] intervals in
 //! a ring buffer. It starts lazily, on the first `/admin/` or `/ui/` request, as a task on the
 //! arbiter that served that request.
@@ -17,11 +17,10 @@
 //! 5. At most one live sampler per store: the registry holds a weak token of the running task and
 //!    starts a new one only when that task is gone (its arbiter stopped).
 
-use kura_actors::client::Kura;
+use kura_backend::Store;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -88,9 +87,13 @@ pub struct Sampler {
 impl Sampler {
     /// Takes one sample of every table (a baseline for tables seen for the first time) and
     /// forgets tables that no longer exist.
-    pub fn sample(&self, kura: &Kura) {
+    pub async fn sample(&self, kura: &Store) {
         let at = now_ms();
-        let names: Vec<String> = kura.list_tables().into_iter().map(|t| t.name).collect();
+        // A backend that cannot list its tables now keeps the series it has until next time.
+        let Ok(listed) = kura.list_tables().await else {
+            return;
+        };
+        let names: Vec<String> = listed.into_iter().map(|t| t.name).collect();
         let mut tables = self.tables.lock();
         tables.retain(|name, _| names.contains(name));
         for name in names {
@@ -123,8 +126,8 @@ impl Sampler {
 
     /// The matrix for one table (time × bucket), with the partial current interval last.
     /// `None` if the table does not exist.
-    pub fn matrix(&self, kura: &Kura, table: &str) -> Option<HeatmapMatrix> {
-        let desc = kura.table(table)?;
+    pub async fn matrix(&self, kura: &Store, table: &str) -> Option<HeatmapMatrix> {
+        let desc = kura.table(table).await.ok()??;
         let current = kura.bucket_activity(table)?;
         let at = now_ms();
         let mut tables = self.tables.lock();
@@ -190,21 +193,28 @@ pub struct HeatmapMatrix {
     pub max_writes: u32,
 }
 
-fn registry() -> &'static Mutex<HashMap<PathBuf, Arc<Sampler>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Arc<Sampler>>>> = OnceLock::new();
+fn registry() -> &'static Mutex<HashMap<String, Arc<Sampler>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Arc<Sampler>>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
 
 /// The sampler of this store, started if it is not running. Must be called on an actix
 /// runtime (any handler is). The first baseline is taken before this returns.
-pub fn sampler(kura: &Kura) -> Arc<Sampler> {
-    let key = kura.config().data_dir.clone();
+pub async fn sampler(kura: &Store) -> Arc<Sampler> {
+    let key = kura.location();
     let sampler = registry().lock().entry(key).or_default().clone();
-    let mut task = sampler.task.lock();
-    if task.upgrade().is_none() {
-        sampler.sample(kura);
-        let token = Arc::new(());
-        *task = Arc::downgrade(&token);
+    let token = {
+        let mut task = sampler.task.lock();
+        if task.upgrade().is_some() {
+            None
+        } else {
+            let token = Arc::new(());
+            *task = Arc::downgrade(&token);
+            Some(token)
+        }
+    };
+    if let Some(token) = token {
+        sampler.sample(kura).await;
         let kura = kura.clone();
         let s = sampler.clone();
         actix_rt::spawn(async move {
@@ -214,10 +224,9 @@ pub fn sampler(kura: &Kura) -> Arc<Sampler> {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                s.sample(&kura);
+                s.sample(&kura).await;
             }
         });
     }
-    drop(task);
     sampler
 }

@@ -4,7 +4,7 @@
 //! - **HTTP figures**, recorded by [`MetricsMiddleware`] into process-wide atomic tables: request
 //!   counts by endpoint kind, operation and status class, and latency histograms by endpoint kind
 //!   and operation.
-//! - **Store figures**, read at scrape time from [`Kura::regions`] for every table: per-region
+//! - **Store figures**, read at scrape time from [`kura_backend::Backend::regions`] for every table: per-region
 //!   cells, bytes, log size, reads, writes, flushes, compactions, fsyncs and group-commit batch
 //!   sizes, plus per-table region and split counts.
 //!
@@ -22,7 +22,7 @@ use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Tr
 use actix_web::http::Method;
 use actix_web::{web, HttpResponse};
 use futures::future::{ready, LocalBoxFuture, Ready};
-use kura_actors::client::Kura;
+use kura_backend::Store;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -552,7 +552,7 @@ type RegionMetric = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&kura_actors::RegionInfo) -> f64,
+    fn(&kura_backend::RegionInfo) -> f64,
 );
 
 const REGION_METRICS: &[RegionMetric] = &[
@@ -694,16 +694,15 @@ const REGION_METRICS: &[RegionMetric] = &[
 ];
 
 /// Renders the store figures: per-table and per-region series.
-async fn render_store(out: &mut String, kura: &Kura) {
-    let tables = kura.list_tables();
+async fn render_store(out: &mut String, kura: &Store) {
+    // A backend that cannot list its tables now (Bigtable unreachable) leaves them out of this
+    // scrape; the process series above still answer.
+    let tables = kura.list_tables().await.unwrap_or_default();
     let mut per_table = Vec::with_capacity(tables.len());
     for t in &tables {
         // A table dropped between listing and asking is simply absent from this scrape.
         if let Ok(regions) = kura.regions(&t.name).await {
-            let initial = t
-                .initial_regions
-                .unwrap_or(kura.config().default_regions)
-                .max(1);
+            let initial = t.initial_regions.unwrap_or(kura.default_regions()).max(1);
             per_table.push((t, initial, regions));
         }
     }

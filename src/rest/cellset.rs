@@ -12,7 +12,7 @@
 
 use super::media::{b64_decode, b64_encode_into, Repr, XmlShape};
 use crate::error::{ApiError, ApiResult};
-use kura_storage::model::{Cell, Row, Timestamp};
+use kura_backend::{Cell, Row, Timestamp};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 use serde_json::Value;

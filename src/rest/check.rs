@@ -22,7 +22,7 @@ use super::{check_families, table_or_404};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use actix_web::{HttpRequest, HttpResponse};
-use kura_storage::model::{Append, CheckAndMutate, ColumnSpec, Increment, Mutation, Row};
+use kura_backend::{Append, CheckAndMutate, ColumnSpec, Increment, Mutation, Row};
 
 /// The request header carrying an idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
@@ -65,7 +65,7 @@ pub async fn handle(
         )));
     }
     let idem = idempotency_key(req)?;
-    let desc = table_or_404(state, table)?;
+    let desc = table_or_404(state, table).await?;
     let mut rows = rows;
     if rows.len() != 1 {
         return Err(ApiError::bad(format!(
@@ -267,7 +267,7 @@ fn result(
     req: &HttpRequest,
     rr: bool,
     key: Vec<u8>,
-    cells: Vec<kura_storage::model::Cell>,
+    cells: Vec<kura_backend::Cell>,
 ) -> ApiResult<HttpResponse> {
     if !rr {
         return Ok(HttpResponse::Ok().finish());

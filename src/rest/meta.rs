@@ -68,11 +68,12 @@ pub fn table_list(repr: Repr, names: &[String]) -> HttpResponse {
 }
 
 /// `GET /`: every table.
-pub fn root(req: &HttpRequest, state: &AppState) -> ApiResult<HttpResponse> {
+pub async fn root(req: &HttpRequest, state: &AppState) -> ApiResult<HttpResponse> {
     let repr = negotiate(req, ALL, Repr::Text)?;
     let names: Vec<String> = state
         .kura
         .list_tables()
+        .await?
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -137,7 +138,7 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
     let repr = negotiate(req, ALL, Repr::Text)?;
     let node = host_of(req);
     let mut regions = Vec::new();
-    for t in state.kura.list_tables() {
+    for t in state.kura.list_tables().await? {
         // A table dropped between the two calls simply has no regions.
         if let Ok(rs) = state.kura.regions(&t.name).await {
             regions.extend(rs);
@@ -148,7 +149,7 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
     // The catalog of tables is Kura's `hbase:meta`: HBase clients expect to find it listed.
     let meta_name = META_REGION_NAME.to_string();
     let region_name =
-        |r: &kura_actors::RegionInfo| format!("{},{},{}", r.table, r.bucket_start, r.id);
+        |r: &kura_backend::RegionInfo| format!("{},{},{}", r.table, r.bucket_start, r.id);
     let region_count = regions.len() + 1;
     let body = match repr {
         Repr::Json => serde_json::json!({
@@ -221,7 +222,11 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
 const NAMESPACES: &[&str] = &["default", "hbase"];
 
 /// `/namespaces`, `/namespaces/{ns}`, `/namespaces/{ns}/tables`.
-pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<HttpResponse> {
+pub async fn namespaces(
+    req: &HttpRequest,
+    state: &AppState,
+    rest: &str,
+) -> ApiResult<HttpResponse> {
     let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
     let method = req.method();
     match parts.as_slice() {
@@ -287,6 +292,7 @@ pub fn namespaces(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResult<
                 state
                     .kura
                     .list_tables()
+                    .await?
                     .into_iter()
                     .map(|t| t.name)
                     .collect()

@@ -21,7 +21,7 @@
 //! 1. Routing works on the raw request path: the first segment is the table, the rest is split
 //!    before any URL decoding (see [`rowspec`]).
 //! 2. Reserved first segments ([`crate::RESERVED_NAMES`]) are never tables: a 400.
-//! 3. Every mutation and read goes through [`kura_actors::Kura`]; nothing here holds data except
+//! 3. Every mutation and read goes through [`kura_backend::Store`]; nothing here holds data except
 //!    the open scanners' positions.
 
 pub mod cellset;
@@ -38,8 +38,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_actors::TableDescriptor;
-use kura_storage::model::ColumnSpec;
+use kura_backend::ColumnSpec;
+use kura_backend::TableDescriptor;
 
 /// Registers the REST API: the default service, dispatched on the raw path, so it gets every
 /// request no fixed prefix of another module matched (and costs no pattern match of its own).
@@ -71,8 +71,8 @@ pub fn check_table_name(name: &str) -> ApiResult<()> {
 }
 
 /// The table's descriptor, or 404.
-pub fn table_or_404(state: &AppState, table: &str) -> ApiResult<TableDescriptor> {
-    state.kura.table(table).ok_or(ApiError::NotFound)
+pub async fn table_or_404(state: &AppState, table: &str) -> ApiResult<TableDescriptor> {
+    state.kura.table(table).await?.ok_or(ApiError::NotFound)
 }
 
 /// 404 if a column names a family the table does not have (HBase's NoSuchColumnFamily).
@@ -82,7 +82,7 @@ pub fn check_families<'a>(
 ) -> ApiResult<()> {
     for f in families {
         if !desc.families.iter().any(|d| d.name == f) {
-            return Err(ApiError::Actor(kura_actors::ActorError::NoSuchFamily {
+            return Err(ApiError::Actor(kura_backend::Error::NoSuchFamily {
                 table: desc.name.clone(),
                 family: String::from_utf8_lossy(f).into_owned(),
             }));
@@ -112,7 +112,7 @@ async fn dispatch(
     let method = req.method().clone();
     if first_raw.is_empty() {
         return if rest.is_none() {
-            only_get(&method, meta::root(&req, &state))
+            only_get(&method, meta::root(&req, &state).await)
         } else {
             Err(ApiError::NotFound)
         };
@@ -126,7 +126,7 @@ async fn dispatch(
                 meta::status(&req, &state, rest.unwrap_or("")).await,
             )
         }
-        "namespaces" => return meta::namespaces(&req, &state, rest.unwrap_or("")),
+        "namespaces" => return meta::namespaces(&req, &state, rest.unwrap_or("")).await,
         _ => {}
     }
     // `default:t` is the same table as `t` (HBase's default namespace).
@@ -140,7 +140,7 @@ async fn dispatch(
     match second {
         "" if after.is_none() => Err(ApiError::NotFound),
         "schema" => schema::handle(&req, payload, &state, &table).await,
-        "exists" => only_get(&method, schema::exists(&state, &table)),
+        "exists" => only_get(&method, schema::exists(&state, &table).await),
         "regions" => only_get(&method, schema::regions(&req, &state, &table).await),
         "scanner" => scanners::handle(&req, payload, &state, &table, after.unwrap_or("")).await,
         s if s.starts_with("multiget") => {

@@ -19,8 +19,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::{AppState, Limits};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures::StreamExt;
-use kura_actors::ScanRequest;
-use kura_storage::model::{
+use kura_backend::ScanRequest;
+use kura_backend::{
     ColumnSelection, ColumnSpec, Mutation, ReadSpec, Row, RowFilter, RowMutation, ScanSpec,
 };
 use std::ops::Bound;
@@ -192,7 +192,7 @@ pub fn filter_param(query: &Query) -> ApiResult<Option<Filter>> {
 }
 
 fn read_spec(
-    desc: &kura_actors::TableDescriptor,
+    desc: &kura_backend::TableDescriptor,
     spec: &RowSpec,
     versions: u32,
 ) -> ApiResult<ReadSpec> {
@@ -222,7 +222,7 @@ pub async fn get(
              'Accept' header with one of these formats lets you see more than one column: XML, JSON",
         ));
     }
-    let desc = table_or_404(state, table)?;
+    let desc = table_or_404(state, table).await?;
     let versions = versions_param(&query, "v", 1)?;
     let read = read_spec(&desc, &spec, versions)?;
     if spec.row.len() > state.limits.max_row_key {
@@ -290,7 +290,7 @@ fn binary_cell(row: Row) -> ApiResult<HttpResponse> {
 /// Turns one body row into a mutation, with the URL's row and columns as fallbacks.
 fn row_mutation(
     limits: &Limits,
-    desc: &kura_actors::TableDescriptor,
+    desc: &kura_backend::TableDescriptor,
     spec: &Result<RowSpec, ApiError>,
     row: RowIn,
 ) -> ApiResult<RowMutation> {
@@ -356,7 +356,7 @@ pub async fn put(
         let rows = parse_cellset(repr, &body)?;
         return check::handle(req, state, table, &spec, rows, mode, rr).await;
     }
-    let desc = table_or_404(state, table)?;
+    let desc = table_or_404(state, table).await?;
     if repr == Repr::Binary {
         let spec = spec?;
         let header = |name: &str| req.headers().get(name).map(|v| v.as_bytes().to_vec());
@@ -433,7 +433,7 @@ pub async fn delete(
         ));
     }
     check_key(&state.limits, &spec.row)?;
-    let desc = table_or_404(state, table)?;
+    let desc = table_or_404(state, table).await?;
     let ts = spec.has_timestamp().then_some(spec.end_time);
     let cols = spec.column_specs();
     check_families(&desc, cols.iter().map(spec_family))?;
@@ -486,7 +486,7 @@ pub async fn multiget(
     let query = Query::of(req)?;
     let enc = KeyEncoding::from_request(req, &query)?;
     let repr = negotiate(req, &[Repr::Xml, Repr::Json], Repr::Xml)?;
-    let desc = table_or_404(state, table)?;
+    let desc = table_or_404(state, table).await?;
     let versions = versions_param(&query, "v", 1)?;
     let mut extra_cols = Vec::new();
     for piece in path_cols

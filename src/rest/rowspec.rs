@@ -10,7 +10,7 @@
 
 use super::media::{url_decode, KeyEncoding};
 use crate::error::{ApiError, ApiResult};
-use kura_storage::model::{ColumnSpec, TimeRange, Timestamp};
+use kura_backend::{ColumnSpec, TimeRange, Timestamp};
 
 /// A parsed rowspec.
 #[derive(Clone, Debug, PartialEq, Eq)]

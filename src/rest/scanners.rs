@@ -2,7 +2,7 @@
 //! and stateless scans (`/{t}/*`, `/{t}/{prefix}*`, `R/TableScanResource.java`).
 //!
 //! A scanner is a position in a merged scan of the table: each `GET` pulls pages from
-//! [`kura_actors::Kura::scan`] and answers up to `batch` **cells** (a row can be split across
+//! [`kura_backend::Backend::scan`] and answers up to `batch` **cells** (a row can be split across
 //! two answers), then 204 once exhausted.
 //!
 //! Scanners live in a registry shared by every HTTP worker of one store (keyed by the store's
@@ -29,15 +29,14 @@ use crate::state::AppState;
 use actix_web::http::{header, Method};
 use actix_web::{web, HttpRequest, HttpResponse};
 use dashmap::DashMap;
-use kura_actors::{Kura, ScanRequest};
-use kura_storage::model::{ColumnSelection, ReadSpec, Row, ScanLimits, ScanSpec, TimeRange};
+use kura_backend::{ColumnSelection, ReadSpec, Row, ScanLimits, ScanSpec, TimeRange};
+use kura_backend::{ScanRequest, Store};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
@@ -290,7 +289,7 @@ fn restrict_to_prefix(spec: &mut ScanSpec, prefix: &[u8]) {
 
 struct Scanner {
     table: String,
-    kura: Kura,
+    kura: Store,
     spec: ScanSpec,
     remaining: Option<usize>,
     batch: usize,
@@ -399,13 +398,10 @@ struct Registry {
 }
 
 /// One registry per store, shared by every worker.
-static REGISTRIES: LazyLock<DashMap<PathBuf, Arc<Registry>>> = LazyLock::new(DashMap::new);
+static REGISTRIES: LazyLock<DashMap<String, Arc<Registry>>> = LazyLock::new(DashMap::new);
 
 fn registry(state: &AppState) -> Arc<Registry> {
-    REGISTRIES
-        .entry(state.kura.config().data_dir.clone())
-        .or_default()
-        .clone()
+    REGISTRIES.entry(state.kura.location()).or_default().clone()
 }
 
 /// Scanners open on this store, for `kura_scanners_open` in `/metrics` (registered with
@@ -496,7 +492,7 @@ async fn create(
     };
     let columns: Vec<_> = model.columns.iter().map(|c| parse_column(c)).collect();
     // Like HBase, a scanner on a missing table is created and answers 404 when read.
-    if let Some(desc) = state.kura.table(table) {
+    if let Some(desc) = state.kura.table(table).await? {
         check_families(&desc, columns.iter().map(spec_family))?;
     }
     check_time_range(model.start_time, model.end_time, "startTime", "endTime")?;
@@ -574,7 +570,7 @@ async fn next(
     }
     s.last_used = Instant::now();
     let repr = negotiate(req, &[Repr::Xml, Repr::Json, Repr::Binary], Repr::Binary)?;
-    table_or_404(state, table)?;
+    table_or_404(state, table).await?;
     let query = Query::of(req)?;
     let max_cells = match query.number::<i64>("c")? {
         Some(c) if c > 0 => c as usize,
@@ -693,7 +689,7 @@ fn push_rows(out: &mut String, repr: Repr, first: &mut bool, rows: &[Row], batch
 }
 
 struct StreamState {
-    kura: Kura,
+    kura: Store,
     table: String,
     req: ScanRequest,
     filter: Option<PreparedFilter>,
@@ -707,7 +703,7 @@ struct StreamState {
 
 impl StreamState {
     /// Fetches one page, advancing the resume key and the remaining limit.
-    async fn page(&mut self) -> Result<Vec<Row>, kura_actors::ActorError> {
+    async fn page(&mut self) -> Result<Vec<Row>, kura_backend::Error> {
         let mut req = self.req.clone();
         if self.filter.as_ref().is_some_and(PreparedFilter::strips) {
             // `finish` may drop rows: the limit counts the rows it keeps (below), and bounds
@@ -806,7 +802,7 @@ pub async fn stateless(
 ) -> ApiResult<HttpResponse> {
     let query = Query::of(req)?;
     let repr = negotiate(req, &[Repr::Xml, Repr::Json], Repr::Xml)?;
-    let desc = table_or_404(state, table)?;
+    let desc = table_or_404(state, table).await?;
     let prefix = url_decode(prefix_raw)?;
     let start = query.first("startrow").unwrap_or("").as_bytes().to_vec();
     let stop = query.first("endrow").unwrap_or("").as_bytes().to_vec();

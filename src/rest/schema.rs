@@ -17,8 +17,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use actix_web::http::{header, Method};
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_actors::{ActorError, AlterMode, SaltConfig, TableDescriptor};
-use kura_storage::model::FamilyDescriptor;
+use kura_backend::FamilyDescriptor;
+use kura_backend::{AlterMode, Error as BackendError, SaltConfig, TableDescriptor};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 use serde_json::Value;
@@ -394,7 +394,7 @@ pub async fn handle(
     match *req.method() {
         Method::GET | Method::HEAD => {
             let repr = negotiate(req, &[Repr::Text, Repr::Xml, Repr::Json], Repr::Text)?;
-            let desc = kura.table(table).ok_or(ApiError::NotFound)?;
+            let desc = kura.table(table).await?.ok_or(ApiError::NotFound)?;
             Ok(respond(repr, render(repr, &desc)))
         }
         Method::DELETE => {
@@ -412,7 +412,7 @@ pub async fn handle(
             };
             let mut desc = descriptor_from(table, schema)?;
             let replace = req.method() == Method::PUT;
-            let existing = kura.table(table);
+            let existing = kura.table(table).await?;
             // A POST to an existing table may list no family: it then changes table
             // attributes only. A create or a replace needs the table's families.
             if desc.families.is_empty() && (replace || existing.is_none()) {
@@ -429,7 +429,7 @@ pub async fn handle(
                 None => match kura.create_table(desc).await {
                     Ok(()) => Ok(created(req)),
                     // Created by someone else between our look-up and our create.
-                    Err(ActorError::TableExists(_)) => Err(ApiError::NotModified),
+                    Err(BackendError::TableExists(_)) => Err(ApiError::NotModified),
                     Err(e) => Err(e.into()),
                 },
                 Some(existing) => {
@@ -460,8 +460,8 @@ pub async fn handle(
 }
 
 /// `GET /{t}/exists`: 200 or 404, empty body.
-pub fn exists(state: &AppState, table: &str) -> ApiResult<HttpResponse> {
-    state.kura.table(table).ok_or(ApiError::NotFound)?;
+pub async fn exists(state: &AppState, table: &str) -> ApiResult<HttpResponse> {
+    state.kura.table(table).await?.ok_or(ApiError::NotFound)?;
     Ok(HttpResponse::Ok().finish())
 }
 
@@ -477,7 +477,7 @@ fn bucket_key(bucket: u32, total: u32, is_end: bool) -> Vec<u8> {
 /// start and end keys are its salt bucket bounds as 4-byte big-endian numbers (empty = open).
 pub async fn regions(req: &HttpRequest, state: &AppState, table: &str) -> ApiResult<HttpResponse> {
     let repr = negotiate(req, &[Repr::Text, Repr::Xml, Repr::Json], Repr::Text)?;
-    let desc = state.kura.table(table).ok_or(ApiError::NotFound)?;
+    let desc = state.kura.table(table).await?.ok_or(ApiError::NotFound)?;
     let regions = state.kura.regions(table).await?;
     let location = req.connection_info().host().to_string();
     let total = desc.salt.buckets;

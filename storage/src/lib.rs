@@ -60,11 +60,11 @@ mod segment;
 pub use error::{Error, Result};
 pub use fs::{Fault, FaultOp, FileSystem, SimFs, StdFs};
 pub use idempotency::IdempotencyOptions;
+pub use kura_backend::RegionStats;
 pub use model::*;
 pub use region_store::{
     CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask, LogSync, RecoveryMode,
-    RecoveryReport, RegionStats, RegionStore, RetiredMemtable, RowPredicate, StoreOptions,
-    DEFAULT_LOG_PREALLOC,
+    RecoveryReport, RegionStore, RetiredMemtable, RowPredicate, StoreOptions, DEFAULT_LOG_PREALLOC,
 };
 
 /// The store moves into its region actor's thread and compactions run on another one.

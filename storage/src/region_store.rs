@@ -58,6 +58,7 @@ use crate::model::*;
 use crate::replayed::{ReplayedBuilder, ReplayedChunk};
 use crate::resolve::{Retention, Rules, Verdict};
 use crate::segment::{Pace, Segment, SegmentInfo, SegmentWriter};
+use kura_backend::RegionStats;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -175,50 +176,6 @@ pub struct RecoveryReport {
 
 /// An fsync slower than this is counted in [`RegionStats::fsyncs_slow`].
 pub const SLOW_FSYNC: Duration = Duration::from_millis(10);
-
-/// Figures for metrics and the console (serialized as they are by the admin API).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct RegionStats {
-    /// Both memtables: the one writes go to and a frozen one being flushed.
-    pub memtable_bytes: u64,
-    pub memtable_cells: u64,
-    /// A background flush is under way.
-    pub flushing: bool,
-    pub segments: u64,
-    pub segment_bytes: u64,
-    pub segment_cells: u64,
-    pub log_bytes: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    pub compactions: u64,
-    pub fsyncs: u64,
-    /// Writes acknowledged by those fsyncs (group-commit batch sizes sum).
-    pub synced_writes: u64,
-    /// Time spent in log fsyncs, total and longest, in microseconds.
-    pub fsync_micros: u64,
-    pub fsync_max_micros: u64,
-    /// Log fsyncs that took longer than [`SLOW_FSYNC`]: each one held every write waiting on it
-    /// (the disk's stalls, which bound a write workload's tail latency).
-    pub fsyncs_slow: u64,
-    /// What the last open's recovery did: time taken, log records replayed, bytes dropped
-    /// from a damaged log tail.
-    pub recovery_micros: u64,
-    pub recovery_log_records: u64,
-    pub recovery_bytes_dropped: u64,
-    pub poisoned: bool,
-}
-
-impl RegionStats {
-    /// Mean group-commit batch size: writes made durable per log fsync (0 before any fsync).
-    pub fn group_commit_avg(&self) -> f64 {
-        if self.fsyncs == 0 {
-            0.0
-        } else {
-            self.synced_writes as f64 / self.fsyncs as f64
-        }
-    }
-}
 
 /// How a read-modify-write computes a new value: `(family, qualifier, old value, argument)`.
 type Combine<A> = dyn Fn(&[u8], &[u8], Option<&[u8]>, &A) -> Result<Vec<u8>>;

@@ -33,7 +33,7 @@ macro_rules! app {
         actix_web::test::init_service(
             actix_web::App::new()
                 .app_data(actix_web::web::Data::new(kura::state::AppState {
-                    kura: $kura.clone(),
+                    kura: $kura.clone().into(),
                     limits: kura::state::Limits::default(),
                 }))
                 .configure(kura::configure),

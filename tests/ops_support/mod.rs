@@ -21,7 +21,7 @@ pub async fn start_kura() -> (Kura, tempfile::TempDir) {
 /// The state every handler receives.
 pub fn state(kura: &Kura) -> actix_web::web::Data<AppState> {
     actix_web::web::Data::new(AppState {
-        kura: kura.clone(),
+        kura: kura.clone().into(),
         limits: Limits::default(),
     })
 }

@@ -77,7 +77,7 @@ pub async fn client_with(limits: Limits) -> Client {
 /// A client over an existing store.
 pub async fn client_over(kura: &Kura, limits: Limits) -> Client {
     let state = web::Data::new(AppState {
-        kura: kura.clone(),
+        kura: kura.clone().into(),
         limits,
     });
     let app = test::init_service(App::new().app_data(state).configure(kura::configure)).await;

@@ -12,7 +12,7 @@
 //! 2. The cell walk always advances: every return code moves the cursor forward by at least one.
 
 use super::{filters_out, Filter, ListOp};
-use kura_storage::model::Cell;
+use kura_backend::Cell;
 use std::hash::{Hash, Hasher};
 
 /// HBase's `Filter.ReturnCode`.
@@ -79,7 +79,7 @@ pub(super) enum State {
     },
 }
 
-/// Evaluates `filter` over one row; see [`kura_storage::model::RowFilter::accept_row`].
+/// Evaluates `filter` over one row; see [`kura_backend::RowFilter::accept_row`].
 pub(super) fn filter_row(filter: &Filter, row: &[u8], cells: &mut Vec<Cell>) -> bool {
     if filter.is_key_only() {
         return !filter.rejects_key(row);

@@ -79,7 +79,7 @@ mod lang;
 #[cfg(test)]
 mod tests;
 
-use kura_storage::model::{Cell, RowFilter};
+use kura_backend::{Cell, RowFilter};
 use std::cmp::Ordering;
 
 pub use json::parse_filter_json;
