@@ -12,6 +12,7 @@ use crate::state::Limits;
 use clap::{Parser, ValueEnum};
 use kura_backends::embedded::Config as KuraConfig;
 use kura_backends::embedded::{Durability, RecoveryMode};
+use kura_backends::BigtableConfig;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +37,16 @@ pub enum RecoveryArg {
     Strict,
 }
 
+/// Where the data lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// This machine's data directory (`--data-dir`), served by this one process.
+    Embedded,
+    /// One Cloud Bigtable instance (`--bigtable-project`, `--bigtable-instance`), shared by any
+    /// number of stateless Kura servers.
+    Bigtable,
+}
+
 /// Kura: an HBase-style wide-column store with an HBase REST-compatible HTTP API.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "kura", version, about)]
@@ -44,7 +55,25 @@ pub struct Config {
     #[arg(long, env = "KURA_BIND", default_value = "127.0.0.1:8080")]
     pub bind: String,
 
-    /// Directory holding the catalog and every region's files.
+    /// Where the data lives: the embedded store in `--data-dir`, or Cloud Bigtable. With
+    /// `bigtable`, `BIGTABLE_EMULATOR_HOST` (host:port) selects Google's emulator; otherwise
+    /// the server connects over TLS with Application Default Credentials, as Google's clients do.
+    #[arg(long, env = "KURA_BACKEND", value_enum, default_value = "embedded")]
+    pub backend: BackendArg,
+
+    /// The Google Cloud project of the Bigtable instance (`--backend bigtable`).
+    #[arg(long, env = "KURA_BIGTABLE_PROJECT")]
+    pub bigtable_project: Option<String>,
+
+    /// The Bigtable instance id (`--backend bigtable`).
+    #[arg(long, env = "KURA_BIGTABLE_INSTANCE")]
+    pub bigtable_instance: Option<String>,
+
+    /// The Bigtable app profile for data requests (default: the instance's default profile).
+    #[arg(long, env = "KURA_BIGTABLE_APP_PROFILE")]
+    pub bigtable_app_profile: Option<String>,
+
+    /// Directory holding the catalog and every region's files (embedded backend).
     #[arg(long, env = "KURA_DATA_DIR", default_value = "./kura-data")]
     pub data_dir: PathBuf,
 
@@ -210,6 +239,11 @@ pub enum ConfigError {
     /// More threads than the server will start.
     #[error("--{0} {1} is more threads than the server starts (at most {MAX_THREADS}; 0 = one per core)")]
     TooManyThreads(&'static str, usize),
+    /// `--backend bigtable` without the instance to use.
+    #[error(
+        "--backend bigtable needs --{0} (or KURA_{1}): the Bigtable instance the data lives in"
+    )]
+    MissingBigtable(&'static str, &'static str),
 }
 
 /// Most HTTP workers or region arbiters the server starts: far past any core count, and below
@@ -244,6 +278,7 @@ impl Config {
                 return Err(ConfigError::TooManyThreads(flag, n));
             }
         }
+        self.bigtable_config()?;
         Ok(addrs)
     }
 
@@ -285,7 +320,29 @@ impl Config {
         }
     }
 
-    /// The store's configuration.
+    /// The Bigtable instance to use: `None` with the embedded backend; an error when
+    /// `--backend bigtable` lacks the project or the instance.
+    pub fn bigtable_config(&self) -> Result<Option<BigtableConfig>, ConfigError> {
+        if self.backend != BackendArg::Bigtable {
+            return Ok(None);
+        }
+        let given = |v: &Option<String>| v.as_ref().filter(|s| !s.trim().is_empty()).cloned();
+        let project = given(&self.bigtable_project).ok_or(ConfigError::MissingBigtable(
+            "bigtable-project",
+            "BIGTABLE_PROJECT",
+        ))?;
+        let instance = given(&self.bigtable_instance).ok_or(ConfigError::MissingBigtable(
+            "bigtable-instance",
+            "BIGTABLE_INSTANCE",
+        ))?;
+        Ok(Some(BigtableConfig {
+            project,
+            instance,
+            app_profile: given(&self.bigtable_app_profile),
+        }))
+    }
+
+    /// The embedded store's configuration.
     pub fn kura_config(&self) -> KuraConfig {
         let mut k = KuraConfig::new(self.data_dir.clone());
         k.arbiters = self.arbiters;

@@ -75,6 +75,61 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(config: Config, token: Option<String>) -> Result<(), String> {
+    match config.bigtable_config() {
+        Ok(Some(bigtable)) => serve_bigtable(config, token, bigtable).await,
+        Ok(None) => serve_embedded(config, token).await,
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Serve over Cloud Bigtable: nothing is kept on this machine, so the server is stateless
+/// and any number of them may serve one instance behind a load balancer.
+async fn serve_bigtable(
+    config: Config,
+    token: Option<String>,
+    bigtable: kura_backends::BigtableConfig,
+) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let location = format!(
+        "projects/{}/instances/{}",
+        bigtable.project, bigtable.instance
+    );
+    let kura = kura_backends::connect_bigtable(bigtable)
+        .await
+        .map_err(|e| format!("cannot connect to Bigtable {location}: {e}"))?;
+    kura::ops::metrics::record_startup(started.elapsed());
+    if let Err(e) = kura::apps::ensure_tables(&kura).await {
+        tracing::warn!("cannot create the applications' tables yet: {e}");
+    }
+    let source = StateSource::ready(AppState {
+        kura: kura.clone(),
+        limits: config.limits(),
+    });
+    // No regions live on the workers: thread per core has nothing to place.
+    let server = kura::server::build_server(&config, source, false, token)
+        .map_err(|e| format!("cannot serve on {}: {e}", config.bind))?;
+    let handle = server.handle();
+    let mut served = actix_rt::spawn(server);
+    tracing::info!(bind = %config.bind, bigtable = %location, "kura serving");
+    let (served, closed) = tokio::select! {
+        served = &mut served => (served, kura.shutdown().await),
+        () = wait_for_signal() => {
+            tracing::info!("shutdown requested: draining HTTP connections");
+            kura::ops::begin_shutdown();
+            handle.stop(true).await;
+            let served = served.await;
+            (served, kura.shutdown().await)
+        }
+    };
+    let served = served.map_err(|e| format!("server task failed: {e}"))?;
+    served.map_err(|e| format!("server error: {e}"))?;
+    closed.map_err(|e| format!("shutdown error: {e}"))?;
+    tracing::info!("clean shutdown");
+    Ok(())
+}
+
+/// Serve the embedded store in `--data-dir`.
+async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), String> {
     let started = std::time::Instant::now();
     let cannot_open = |e| {
         format!(

@@ -28,3 +28,12 @@ pub async fn start_embedded_on(
     let kura = kura_actors::Kura::start_on(config, arbiters).await?;
     Ok(Store::new(Arc::new(kura)))
 }
+
+pub use kura_bigtable::BigtableConfig;
+
+/// Connect to a Cloud Bigtable instance: Google's emulator when `BIGTABLE_EMULATOR_HOST` is
+/// set, otherwise the real service over TLS with Application Default Credentials.
+pub async fn connect_bigtable(config: BigtableConfig) -> Result<Store> {
+    let backend = kura_bigtable::connect(config).await?;
+    Ok(Store::new(Arc::new(backend)))
+}
