@@ -111,6 +111,32 @@ pub fn value_equals(v: &[u8]) -> RowFilter {
     }))
 }
 
+/// Values strictly below `v`.
+pub fn value_below(v: &[u8]) -> RowFilter {
+    rf(Filter::ValueRangeFilter(ValueRange {
+        start_value: None,
+        end_value: Some(EndValue::EndValueOpen(v.to_vec())),
+    }))
+}
+
+/// Values strictly above `v`.
+pub fn value_above(v: &[u8]) -> RowFilter {
+    rf(Filter::ValueRangeFilter(ValueRange {
+        start_value: Some(StartValue::StartValueOpen(v.to_vec())),
+        end_value: None,
+    }))
+}
+
+/// AND of two predicates that each yield cells of their own columns (BIGTABLE.md §1): a cell
+/// comes out iff both yield one.
+pub fn both(a: RowFilter, b: RowFilter) -> RowFilter {
+    let first = |f: RowFilter| chain(vec![f, rf(Filter::CellsPerRowLimitFilter(1))]);
+    chain(vec![
+        interleave(vec![first(a), first(b)]),
+        rf(Filter::CellsPerRowOffsetFilter(1)),
+    ])
+}
+
 /// Non-empty values (the oneof set explicitly to empty bytes).
 pub fn value_non_empty() -> RowFilter {
     rf(Filter::ValueRangeFilter(ValueRange {
@@ -192,14 +218,20 @@ pub fn visibility(families: &[FamilyDescriptor], read: &ReadSpec) -> Option<RowF
     }
 }
 
-/// The latest visible cell of one column (value kept or stripped).
-pub fn latest_of(f: &FamilyDescriptor, qualifier: &[u8], strip: bool) -> RowFilter {
+/// The visible cells of one column (the column, then the TTL cut if the family has one).
+pub fn visible_column(f: &FamilyDescriptor, qualifier: &[u8]) -> Vec<RowFilter> {
     let name = String::from_utf8_lossy(&f.name).into_owned();
     let mut parts = vec![column(&name, qualifier)];
     let floor = ttl_floor(f, now_ms());
     if floor > 0 {
         parts.push(time_range(floor.min(MAX_TS_MS) * 1000, 0));
     }
+    parts
+}
+
+/// The latest visible cell of one column (value kept or stripped).
+pub fn latest_of(f: &FamilyDescriptor, qualifier: &[u8], strip: bool) -> RowFilter {
+    let mut parts = visible_column(f, qualifier);
     parts.push(per_column(1));
     if strip {
         parts.push(strip_value());

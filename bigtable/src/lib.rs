@@ -8,28 +8,33 @@
 //! - `filters`: filter F (VERSIONS/TTL/columns/time range/versions), predicates, timestamps.
 //! - `meta`: `kura_meta` (descriptors), table ids, GC rules, the schema cache.
 //! - `read`: get, multi-get, scan. `write`: mutations, increment, append, check-and-mutate.
+//! - `idem`: idempotency keys (BIGTABLE.md §6.2), records in the row's `_kura` family.
 //!
 //! # Invariants
 //! 1. `kura_meta` is the source of truth for descriptors; Bigtable's GC rules only reclaim
 //!    space, and every read enforces VERSIONS and TTL itself.
 //! 2. The reserved family `_kura` exists in every table and is never shown.
 //! 3. Timestamps are HBase ms on the interface and `ms * 1000` µs in Bigtable.
-//! 4. Requests carrying an idempotency key are refused with [`Error::Unsupported`] (never
-//!    applied twice); after [`Backend::shutdown`] every call answers [`Error::ShuttingDown`].
+//! 4. A request carrying an idempotency key is applied at most once per row and key within
+//!    the `_kura` retention (24 h), committing with its record in one CheckAndMutateRow;
+//!    after [`Backend::shutdown`] every call answers [`Error::ShuttingDown`].
 //!
 //! # Differences from HBase (and the embedded store)
 //! - Deletes leave no marker: a put with an older timestamp after a delete is visible.
 //! - Deletes without a timestamp also delete cells dated in the future.
 //! - A family or row delete bounded by a timestamp misses a column written between its read
 //!   and its write (no markers to mask it).
-//! - Increments wrap past the 64-bit range instead of failing, and start from the latest
-//!   *stored* value, even one past its TTL (Bigtable's ReadModifyWriteRow).
-//! - An append's `max_value` is checked on a read just before the append, not atomically.
+//! - Increments without an idempotency key (Bigtable's ReadModifyWriteRow) wrap past the
+//!   64-bit range instead of failing, and start from the latest *stored* value, even one past
+//!   its TTL; their `max_value` check for appends is a read just before, not atomic. Keyed
+//!   ones compute in Kura and are exact.
 //! - Regions are Bigtable's tablets: flush, compact and split are refused.
 
 pub mod chunks;
 mod conn;
+pub mod emulator;
 mod filters;
+mod idem;
 mod meta;
 mod read;
 mod write;
@@ -94,9 +99,6 @@ pub async fn connect_to_emulator(config: BigtableConfig, host: &str) -> Result<B
     Ok(BigtableBackend::new(conn))
 }
 
-const IDEMPOTENCY_UNSUPPORTED: &str = "idempotency keys are not kept by the bigtable backend; \
-     send the request without Idempotency-Key";
-
 impl BigtableBackend {
     fn new(conn: Conn) -> BigtableBackend {
         BigtableBackend {
@@ -111,13 +113,6 @@ impl BigtableBackend {
             Err(Error::ShuttingDown)
         } else {
             Ok(())
-        }
-    }
-
-    fn no_key(key: &Option<Vec<u8>>) -> Result<()> {
-        match key {
-            Some(_) => Err(Error::Unsupported(IDEMPOTENCY_UNSUPPORTED.into())),
-            None => Ok(()),
         }
     }
 
@@ -208,14 +203,18 @@ impl Backend for BigtableBackend {
         key: Option<Vec<u8>>,
     ) -> Result<Vec<Cell>> {
         self.open()?;
-        Self::no_key(&key)?;
-        self.do_increment(table, inc).await
+        match key {
+            Some(k) => self.keyed_increment(table, inc, &k).await,
+            None => self.do_increment(table, inc).await,
+        }
     }
 
     async fn append(&self, table: &str, app: Append, key: Option<Vec<u8>>) -> Result<Vec<Cell>> {
         self.open()?;
-        Self::no_key(&key)?;
-        self.do_append(table, app).await
+        match key {
+            Some(k) => self.keyed_append(table, app, &k).await,
+            None => self.do_append(table, app).await,
+        }
     }
 
     async fn check_and_mutate(
@@ -225,8 +224,10 @@ impl Backend for BigtableBackend {
         key: Option<Vec<u8>>,
     ) -> Result<bool> {
         self.open()?;
-        Self::no_key(&key)?;
-        self.do_check_and_mutate(table, cam).await
+        match key {
+            Some(k) => self.keyed_check_and_mutate(table, cam, &k).await,
+            None => self.do_check_and_mutate(table, cam).await,
+        }
     }
 
     async fn flush(&self, table: &str) -> Result<()> {

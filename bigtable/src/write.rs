@@ -37,7 +37,44 @@ use crate::meta::TableInfo;
 use crate::read::{read_rows, to_cells};
 use crate::BigtableBackend;
 
-fn name(f: &[u8]) -> String {
+/// Bigtable's limits (BIGTABLE.md §5.6); the emulator enforces none of them.
+const MAX_KEY: usize = 4096;
+const MAX_QUALIFIER: usize = 16 << 10;
+const MAX_VALUE: usize = 100 << 20;
+const MAX_MUTATIONS: usize = 100_000;
+
+/// A row key Bigtable accepts: non-empty, at most 4 KiB.
+pub(crate) fn check_key(row: &[u8]) -> Result<()> {
+    if row.is_empty() {
+        return Err(Error::InvalidArgument("empty row key".into()));
+    }
+    if row.len() > MAX_KEY {
+        return Err(Error::InvalidArgument(format!(
+            "a {}-byte row key is over Bigtable's {MAX_KEY}-byte limit",
+            row.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Merge the mutations of a row named several times, in order: MutateRows applies its
+/// entries in any order, so a row's mutations must travel in one entry.
+fn merge_rows(ms: Vec<RowMutation>) -> Vec<RowMutation> {
+    let mut at: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut out: Vec<RowMutation> = Vec::with_capacity(ms.len());
+    for rm in ms {
+        match at.get(&rm.row) {
+            Some(&i) => out[i].mutations.extend(rm.mutations),
+            None => {
+                at.insert(rm.row.clone(), out.len());
+                out.push(rm);
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn name(f: &[u8]) -> String {
     String::from_utf8_lossy(f).into_owned()
 }
 
@@ -69,13 +106,13 @@ fn explicit(ts: Option<i64>) -> Option<i64> {
 
 /// A row's mutations as Bigtable mutations.
 #[derive(Default)]
-struct Plan {
+pub(crate) struct Plan {
     /// Sent when no family delete is bounded, or when no bounded family has newer cells.
-    exact: Vec<v2::Mutation>,
+    pub(crate) exact: Vec<v2::Mutation>,
     /// Sent when some bounded family has newer cells: per-column deletes instead.
-    per_column: Vec<v2::Mutation>,
+    pub(crate) per_column: Vec<v2::Mutation>,
     /// "Some bounded family has cells newer than its bound".
-    newer: Vec<RowFilter>,
+    pub(crate) newer: Vec<RowFilter>,
 }
 
 impl Plan {
@@ -86,7 +123,7 @@ impl Plan {
 }
 
 impl BigtableBackend {
-    fn data_table_error(&self, table: &str, s: &tonic::Status) -> Error {
+    pub(crate) fn data_table_error(&self, table: &str, s: &tonic::Status) -> Error {
         let e = map_status(table, s);
         if let Error::TableNotFound(_) = e {
             self.schemas.forget(table);
@@ -95,7 +132,7 @@ impl BigtableBackend {
     }
 
     /// Read one row's cells with a filter.
-    async fn read_row(
+    pub(crate) async fn read_row(
         &self,
         table: &str,
         info: &TableInfo,
@@ -122,11 +159,32 @@ impl BigtableBackend {
     }
 
     /// Check a row mutation's key, families and timestamps.
-    fn check_row_mutation(info: &TableInfo, table: &str, rm: &RowMutation) -> Result<()> {
-        if rm.row.is_empty() {
-            return Err(Error::InvalidArgument("empty row key".into()));
+    pub(crate) fn check_row_mutation(
+        info: &TableInfo,
+        table: &str,
+        rm: &RowMutation,
+    ) -> Result<()> {
+        check_key(&rm.row)?;
+        if rm.mutations.len() > MAX_MUTATIONS {
+            return Err(Error::InvalidArgument(format!(
+                "{} mutations of one row; Bigtable takes at most {MAX_MUTATIONS}",
+                rm.mutations.len()
+            )));
         }
         for mu in &rm.mutations {
+            if let Mutation::Put {
+                qualifier, value, ..
+            } = mu
+            {
+                if qualifier.len() > MAX_QUALIFIER || value.len() > MAX_VALUE {
+                    return Err(Error::InvalidArgument(format!(
+                        "a {}-byte qualifier or {}-byte value is over Bigtable's limits \
+                         ({MAX_QUALIFIER} and {MAX_VALUE} bytes)",
+                        qualifier.len(),
+                        value.len()
+                    )));
+                }
+            }
             if let Some(f) = mu.family() {
                 if info.family(f).is_none() {
                     return Err(Error::NoSuchFamily {
@@ -145,7 +203,12 @@ impl BigtableBackend {
     }
 
     /// Translate one row's mutations (reading first where Bigtable needs it).
-    async fn plan(&self, table: &str, info: &TableInfo, rm: &RowMutation) -> Result<Plan> {
+    pub(crate) async fn plan(
+        &self,
+        table: &str,
+        info: &TableInfo,
+        rm: &RowMutation,
+    ) -> Result<Plan> {
         let mut plan = Plan::default();
         for (i, mu) in rm.mutations.iter().enumerate() {
             match mu {
@@ -282,6 +345,7 @@ impl BigtableBackend {
             .flat_map(|rm| rm.mutations.iter().filter_map(|mu| mu.family()))
             .collect();
         let info = self.schemas.with_families(table, &families).await?;
+        let ms = merge_rows(ms);
         for rm in &ms {
             Self::check_row_mutation(&info, table, rm)?;
         }
@@ -427,9 +491,7 @@ impl BigtableBackend {
     }
 
     pub(crate) async fn do_increment(&self, table: &str, inc: Increment) -> Result<Vec<Cell>> {
-        if inc.row.is_empty() {
-            return Err(Error::InvalidArgument("empty row key".into()));
-        }
+        check_key(&inc.row)?;
         let info = self
             .schemas
             .with_families(
@@ -506,9 +568,7 @@ impl BigtableBackend {
     }
 
     pub(crate) async fn do_append(&self, table: &str, app: Append) -> Result<Vec<Cell>> {
-        if app.row.is_empty() {
-            return Err(Error::InvalidArgument("empty row key".into()));
-        }
+        check_key(&app.row)?;
         let info = self
             .schemas
             .with_families(
@@ -582,14 +642,14 @@ impl BigtableBackend {
         Ok(out)
     }
 
-    pub(crate) async fn do_check_and_mutate(
+    /// Check a check-and-mutate and translate its mutations: the table, the "latest visible
+    /// cell of the checked column" filter, and the mutations to apply if the check passes.
+    pub(crate) async fn prepare_check(
         &self,
         table: &str,
-        cam: CheckAndMutate,
-    ) -> Result<bool> {
-        if cam.row.is_empty() {
-            return Err(Error::InvalidArgument("empty row key".into()));
-        }
+        cam: &CheckAndMutate,
+    ) -> Result<(std::sync::Arc<TableInfo>, RowFilter, Vec<v2::Mutation>)> {
+        check_key(&cam.row)?;
         let families: Vec<&[u8]> = std::iter::once(cam.family.as_slice())
             .chain(cam.mutations.iter().filter_map(|mu| mu.family()))
             .collect();
@@ -613,6 +673,15 @@ impl BigtableBackend {
         } else {
             plan.per_column
         };
+        Ok((info, latest, muts))
+    }
+
+    pub(crate) async fn do_check_and_mutate(
+        &self,
+        table: &str,
+        cam: CheckAndMutate,
+    ) -> Result<bool> {
+        let (info, latest, muts) = self.prepare_check(table, &cam).await?;
         if muts.is_empty() {
             let cells = self.read_row(table, &info, &cam.row, latest).await?;
             let current = cells.first();

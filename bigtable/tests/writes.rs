@@ -391,44 +391,6 @@ async fn a_delete_does_not_mask_a_later_put_with_an_older_timestamp() {
 }
 
 #[tokio::test]
-async fn requests_with_idempotency_keys_are_refused_unapplied() {
-    let emu = Emulator::start();
-    let b = setup(&emu).await;
-    let key = Some(b"k1".to_vec());
-    let inc = Increment {
-        row: b"r".to_vec(),
-        columns: vec![(b"a".to_vec(), b"n".to_vec(), 1)],
-    };
-    let app = Append {
-        row: b"r".to_vec(),
-        columns: vec![(b"a".to_vec(), b"s".to_vec(), b"x".to_vec())],
-        max_value: None,
-    };
-    let cam = CheckAndMutate {
-        row: b"r".to_vec(),
-        family: b"a".to_vec(),
-        qualifier: b"q".to_vec(),
-        expected: Vec::new(),
-        mutations: vec![put("a", "q", None, b"v")],
-    };
-    let errs = [
-        b.increment("t", inc, key.clone()).await.unwrap_err(),
-        b.append("t", app, key.clone()).await.unwrap_err(),
-        b.check_and_mutate("t", cam, key).await.unwrap_err(),
-    ];
-    for e in errs {
-        assert!(
-            matches!(&e, Error::Unsupported(m) if m.contains("Idempotency-Key")),
-            "{e:?}"
-        );
-    }
-    assert_eq!(
-        b.get("t", b"r", &ReadSpec::default(), None).await.unwrap(),
-        None
-    );
-}
-
-#[tokio::test]
 async fn tablet_operations_are_unsupported_and_regions_come_from_samples() {
     let emu = Emulator::start();
     let b = setup(&emu).await;
@@ -469,4 +431,41 @@ async fn value(b: &kura_bigtable::BigtableBackend, row: &str) -> Option<Vec<u8>>
         .await
         .unwrap()
         .map(|r| r.cells[0].value.clone())
+}
+
+#[tokio::test]
+async fn a_row_named_twice_in_one_batch_applies_in_order_and_limits_hold() {
+    let emu = Emulator::start();
+    let b = setup(&emu).await;
+    let batch = vec![
+        rm("r", vec![put("a", "q", Some(5), b"v")]),
+        rm("s", vec![put("a", "q", Some(5), b"v")]),
+        rm(
+            "r",
+            vec![Mutation::DeleteColumn {
+                family: b"a".to_vec(),
+                qualifier: b"q".to_vec(),
+                timestamp: None,
+            }],
+        ),
+        rm("r", vec![put("a", "p", Some(5), b"w")]),
+    ];
+    b.mutate_rows("t", batch).await.unwrap();
+    assert_eq!(
+        cells(b.get("t", b"r", &all_versions(), None).await.unwrap()),
+        vec![c("a", "p", 5)]
+    );
+    assert_eq!(
+        cells(b.get("t", b"s", &all_versions(), None).await.unwrap()),
+        vec![c("a", "q", 5)]
+    );
+    let long_key = "k".repeat(4097);
+    for bad in [
+        rm(&long_key, vec![put("a", "q", None, b"v")]),
+        rm("", vec![put("a", "q", None, b"v")]),
+        rm("r", vec![put("a", &"q".repeat(16385), None, b"v")]),
+    ] {
+        let err = b.mutate_rows("t", vec![bad]).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    }
 }
