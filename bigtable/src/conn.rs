@@ -212,16 +212,30 @@ pub fn map_status(table: &str, s: &tonic::Status) -> Error {
             Error::Unavailable(format!("Bigtable: {:?}: {msg}", s.code()))
         }
         Code::AlreadyExists if msg.contains("table") => Error::TableExists(table.to_string()),
-        _ if msg.contains("unknown family") || msg.contains("no such family") => {
-            Error::NoSuchFamily {
-                table: table.to_string(),
-                family: quoted(msg).unwrap_or_default(),
-            }
-        }
+        _ if names_missing_family(msg) => Error::NoSuchFamily {
+            table: table.to_string(),
+            family: quoted(msg).unwrap_or_default(),
+        },
         Code::NotFound => Error::TableNotFound(table.to_string()),
         Code::InvalidArgument => Error::InvalidArgument(format!("Bigtable: {msg}")),
         code => Error::Internal(format!("Bigtable {code:?}: {msg}")),
     }
+}
+
+/// Does a status message say that a column family does not exist? (The emulator says
+/// `unknown family "x"` with code UNKNOWN; Cloud Bigtable's wording and code may differ.)
+fn names_missing_family(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("family")
+        && [
+            "unknown",
+            "no such",
+            "not found",
+            "does not exist",
+            "doesn't exist",
+        ]
+        .iter()
+        .any(|w| m.contains(w))
 }
 
 /// The first double-quoted part of a message (`unknown family "x"` → `x`).
@@ -254,6 +268,8 @@ mod tests {
                 family: "nofam".into()
             }
         );
+        let s = tonic::Status::not_found("Requested column family not found.");
+        assert!(matches!(map_status(t, &s), Error::NoSuchFamily { .. }));
         let s = tonic::Status::unknown("boom");
         assert!(matches!(map_status(t, &s), Error::Internal(m) if m.contains("boom")));
     }
