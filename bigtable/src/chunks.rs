@@ -80,6 +80,14 @@ impl ChunkMerger {
         }
     }
 
+    /// A merger for a stream resumed after `last_key` was committed (keys must move past it).
+    pub fn resume(reversed: bool, last_key: Option<Vec<u8>>) -> ChunkMerger {
+        ChunkMerger {
+            last_key,
+            ..ChunkMerger::new(reversed)
+        }
+    }
+
     /// Feed one chunk; returns the row it committed, if any. Errors describe the violation.
     pub fn push(&mut self, chunk: CellChunk) -> Result<Option<RawRow>, String> {
         if matches!(chunk.row_status, Some(RowStatus::ResetRow(true))) {

@@ -11,6 +11,8 @@
 //! 4. A scan page returns at most `min(limit, page.max_rows)` rows and stops once `max_bytes`
 //!    is reached (after at least one row); `complete` is true only when the stream ended
 //!    before another matching row was seen, so it is exact.
+//! 5. A stream that fails with a transient error is reopened (at most [`READ_RETRIES`] times)
+//!    for the rows past the last committed one only, so no row is returned twice.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
@@ -30,34 +32,94 @@ use crate::filters::{ts_millis, visibility};
 use crate::meta::TableInfo;
 use crate::BigtableBackend;
 
-/// An open `ReadRows` stream, row by row. Dropping it cancels the call.
+/// Transient failures (`Unavailable`) a read resumes past before giving up.
+const READ_RETRIES: u32 = 3;
+
+/// An open `ReadRows` stream, row by row. Dropping it cancels the call. A transient failure
+/// reopens the stream after the last committed row (reads are idempotent), with the row
+/// limit reduced by the rows already received.
 pub struct RowStream {
+    conn: Conn,
     table: String,
-    stream: Streaming<ReadRowsResponse>,
+    req: ReadRowsRequest,
+    stream: Option<Streaming<ReadRowsResponse>>,
     merger: ChunkMerger,
     ready: VecDeque<RawRow>,
+    last_key: Option<Vec<u8>>,
+    committed: i64,
+    retries: u32,
     ended: bool,
 }
 
 impl RowStream {
     /// Start a read of `table` (the HBase name, for errors).
     pub async fn open(conn: &Conn, table: &str, req: ReadRowsRequest) -> Result<RowStream> {
-        let reversed = req.reversed;
-        let table_name = req.table_name.clone();
-        let stream = conn
-            .data()
-            .get_client()
-            .read_rows(conn.data_request(&table_name, req, false))
-            .await
-            .map_err(|s| map_status(table, &s))?
-            .into_inner();
-        Ok(RowStream {
+        let mut s = RowStream {
+            conn: conn.clone(),
             table: table.to_string(),
-            stream,
-            merger: ChunkMerger::new(reversed),
+            merger: ChunkMerger::new(req.reversed),
+            req,
+            stream: None,
             ready: VecDeque::new(),
+            last_key: None,
+            committed: 0,
+            retries: 0,
             ended: false,
-        })
+        };
+        s.connect().await?;
+        Ok(s)
+    }
+
+    /// Wait before a retry, or give up with `e`.
+    async fn retry_or(&mut self, e: Error) -> Result<()> {
+        if !matches!(e, Error::Unavailable(_)) || self.retries >= READ_RETRIES {
+            return Err(e);
+        }
+        self.retries += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50 << self.retries)).await;
+        Ok(())
+    }
+
+    /// (Re)open the call for the rows not received yet.
+    async fn connect(&mut self) -> Result<()> {
+        loop {
+            let mut req = self.req.clone();
+            if let Some(last) = &self.last_key {
+                match resume_rows(&req.rows, last, req.reversed) {
+                    Some(rows) => req.rows = rows,
+                    None => {
+                        self.ended = true;
+                        return Ok(());
+                    }
+                }
+            }
+            if req.rows_limit > 0 {
+                req.rows_limit -= self.committed;
+                if req.rows_limit <= 0 {
+                    self.ended = true;
+                    return Ok(());
+                }
+            }
+            let table_name = req.table_name.clone();
+            let reversed = req.reversed;
+            let opened = self
+                .conn
+                .data()
+                .get_client()
+                .read_rows(self.conn.data_request(&table_name, req, false))
+                .await;
+            match opened {
+                Ok(resp) => {
+                    self.stream = Some(resp.into_inner());
+                    self.merger = ChunkMerger::resume(reversed, self.last_key.clone());
+                    return Ok(());
+                }
+                Err(s) => {
+                    let e = map_status(&self.table, &s);
+                    self.retry_or(e).await?;
+                }
+            }
+        }
     }
 
     /// The next committed row, `None` at the end of the stream.
@@ -66,29 +128,96 @@ impl RowStream {
             if let Some(r) = self.ready.pop_front() {
                 return Ok(Some(r));
             }
-            if self.ended {
+            let (false, Some(stream)) = (self.ended, self.stream.as_mut()) else {
                 return Ok(None);
-            }
-            match self
-                .stream
-                .message()
-                .await
-                .map_err(|s| map_status(&self.table, &s))?
-            {
-                Some(msg) => {
+            };
+            match stream.message().await {
+                Ok(Some(msg)) => {
                     for chunk in msg.chunks {
                         if let Some(row) = self.merger.push(chunk).map_err(Error::Internal)? {
+                            self.last_key = Some(row.key.clone());
+                            self.committed += 1;
                             self.ready.push_back(row);
                         }
                     }
                 }
-                None => {
+                Ok(None) => {
                     self.merger.finish().map_err(Error::Internal)?;
                     self.ended = true;
+                }
+                Err(s) => {
+                    let e = map_status(&self.table, &s);
+                    self.retry_or(e).await?;
+                    self.connect().await?;
                 }
             }
         }
     }
+}
+
+/// The part of a row set strictly past `last` in the read's direction (`None`: nothing left).
+fn resume_rows(rows: &Option<RowSet>, last: &[u8], reversed: bool) -> Option<Option<RowSet>> {
+    let whole_table = rows
+        .as_ref()
+        .is_none_or(|r| r.row_keys.is_empty() && r.row_ranges.is_empty());
+    let set = match rows {
+        Some(set) if !whole_table => set.clone(),
+        _ => RowSet {
+            row_keys: vec![],
+            row_ranges: vec![RowRange::default()],
+        },
+    };
+    let past = |k: &[u8]| if reversed { k < last } else { k > last };
+    let row_keys: Vec<Vec<u8>> = set.row_keys.into_iter().filter(|k| past(k)).collect();
+    let row_ranges: Vec<RowRange> = set
+        .row_ranges
+        .into_iter()
+        .filter_map(|r| trim_range(r, last, reversed))
+        .collect();
+    if row_keys.is_empty() && row_ranges.is_empty() {
+        return None;
+    }
+    Some(Some(RowSet {
+        row_keys,
+        row_ranges,
+    }))
+}
+
+/// A range cut to the keys strictly past `last` (`None` if none are left).
+fn trim_range(mut r: RowRange, last: &[u8], reversed: bool) -> Option<RowRange> {
+    let open = last.to_vec();
+    if reversed {
+        // Keys below `last` remain: the start must be below it, the end becomes at most it.
+        if let Some(StartKey::StartKeyClosed(s) | StartKey::StartKeyOpen(s)) = &r.start_key {
+            if s.as_slice() >= last {
+                return None;
+            }
+        }
+        let keep_end = match &r.end_key {
+            Some(EndKey::EndKeyClosed(e)) => e.as_slice() < last,
+            Some(EndKey::EndKeyOpen(e)) => e.as_slice() <= last,
+            None => false,
+        };
+        if !keep_end {
+            r.end_key = Some(EndKey::EndKeyOpen(open));
+        }
+    } else {
+        // Keys above `last` remain: the end must be above it, the start becomes at least it.
+        if let Some(EndKey::EndKeyClosed(e) | EndKey::EndKeyOpen(e)) = &r.end_key {
+            if e.as_slice() <= last {
+                return None;
+            }
+        }
+        let keep_start = match &r.start_key {
+            Some(StartKey::StartKeyClosed(s)) => s.as_slice() > last,
+            Some(StartKey::StartKeyOpen(s)) => s.as_slice() >= last,
+            None => false,
+        };
+        if !keep_start {
+            r.start_key = Some(StartKey::StartKeyOpen(open));
+        }
+    }
+    Some(r)
 }
 
 /// Read every row a request selects.
@@ -358,6 +487,73 @@ impl BigtableBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn range(start: Option<StartKey>, end: Option<EndKey>) -> RowRange {
+        RowRange {
+            start_key: start,
+            end_key: end,
+        }
+    }
+
+    #[test]
+    fn a_resumed_read_asks_only_for_rows_past_the_last_one() {
+        let k = |s: &str| s.as_bytes().to_vec();
+        // The whole table, both ways.
+        let fwd = resume_rows(&None, b"m", false).unwrap().unwrap();
+        assert_eq!(
+            fwd.row_ranges,
+            vec![range(Some(StartKey::StartKeyOpen(k("m"))), None)]
+        );
+        let rev = resume_rows(&None, b"m", true).unwrap().unwrap();
+        assert_eq!(
+            rev.row_ranges,
+            vec![range(None, Some(EndKey::EndKeyOpen(k("m"))))]
+        );
+        // Keys and ranges are cut; what lies behind is dropped.
+        let set = Some(RowSet {
+            row_keys: vec![k("a"), k("m"), k("z")],
+            row_ranges: vec![
+                range(
+                    Some(StartKey::StartKeyClosed(k("a"))),
+                    Some(EndKey::EndKeyOpen(k("m"))),
+                ),
+                range(
+                    Some(StartKey::StartKeyClosed(k("c"))),
+                    Some(EndKey::EndKeyClosed(k("x"))),
+                ),
+            ],
+        });
+        let fwd = resume_rows(&set, b"m", false).unwrap().unwrap();
+        assert_eq!(fwd.row_keys, vec![k("z")]);
+        assert_eq!(
+            fwd.row_ranges,
+            vec![range(
+                Some(StartKey::StartKeyOpen(k("m"))),
+                Some(EndKey::EndKeyClosed(k("x")))
+            )]
+        );
+        let rev = resume_rows(&set, b"m", true).unwrap().unwrap();
+        assert_eq!(rev.row_keys, vec![k("a")]);
+        assert_eq!(
+            rev.row_ranges,
+            vec![
+                range(
+                    Some(StartKey::StartKeyClosed(k("a"))),
+                    Some(EndKey::EndKeyOpen(k("m")))
+                ),
+                range(
+                    Some(StartKey::StartKeyClosed(k("c"))),
+                    Some(EndKey::EndKeyOpen(k("m")))
+                ),
+            ]
+        );
+        // Nothing left: the read is over (an empty row set would mean the whole table).
+        let keys = Some(RowSet {
+            row_keys: vec![k("a")],
+            row_ranges: vec![],
+        });
+        assert_eq!(resume_rows(&keys, b"a", false), None);
+    }
 
     #[test]
     fn empty_ranges_are_answered_without_a_read() {
