@@ -8,6 +8,7 @@
 //! - `filters`: filter F (VERSIONS/TTL/columns/time range/versions), predicates, timestamps.
 //! - `meta`: `kura_meta` (descriptors), table ids, GC rules, the schema cache.
 //! - `read`: get, multi-get, scan. `write`: mutations, increment, append, check-and-mutate.
+//! - [`emulator`]: starting Google's emulator for tests (this crate's and the server's).
 //! - `idem`: idempotency keys (BIGTABLE.md §6.2), records in the row's `_kura` family.
 //!
 //! # Invariants
