@@ -101,10 +101,7 @@ async fn serve_bigtable(
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }
-    let source = StateSource::ready(AppState {
-        kura: kura.clone(),
-        limits: config.limits(),
-    });
+    let source = StateSource::ready(AppState::new(kura.clone(), config.limits()));
     // No regions live on the workers: thread per core has nothing to place.
     let server = kura::server::build_server(&config, source, false, token)
         .map_err(|e| format!("cannot serve on {}: {e}", config.bind))?;
@@ -210,10 +207,7 @@ async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), Str
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }
-    source.set(AppState {
-        kura: kura.clone(),
-        limits: config.limits(),
-    });
+    source.set(AppState::new(kura.clone(), config.limits()));
     if !config.transparent_huge_pages {
         // Every region has replayed its log by now (above).
         no_transparent_huge_pages();

@@ -29,10 +29,27 @@ impl Default for Limits {
     }
 }
 
-/// Shared application state, registered once as `web::Data<AppState>`.
+/// Shared application state, registered once as `web::Data<AppState>`: everything one server
+/// keeps, so that two servers in one process (tests) share nothing by accident.
 pub struct AppState {
     pub kura: Store,
     pub limits: Limits,
+    /// The REST API's open scanners (a scanner lives on the server that created it).
+    pub scanners: std::sync::Arc<crate::rest::scanners::Registry>,
+    /// The console's heatmap series of this server's store.
+    pub heatmap: std::sync::Arc<crate::ops::heatmap::Sampler>,
+}
+
+impl AppState {
+    /// The state of a server over `kura`, with no scanner open and no heatmap sampled yet.
+    pub fn new(kura: Store, limits: Limits) -> AppState {
+        AppState {
+            kura,
+            limits,
+            scanners: Default::default(),
+            heatmap: Default::default(),
+        }
+    }
 }
 
 /// Where handlers find the [`AppState`]: set once the store is open.

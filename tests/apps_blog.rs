@@ -219,6 +219,12 @@ async fn a_list_request_reads_one_salt_bucket() {
             )
         );
     }
+    if s.held.on_bigtable() {
+        // Documented difference: Bigtable has no salt buckets to count (its tablets split by
+        // key range), so there is no per-bucket activity to show.
+        assert!(s.kura.bucket_activity("blog").is_none());
+        return;
+    }
     let before = s.kura.bucket_activity("blog").expect("blog table exists");
     let (_, page) = call!(&app, get("/apps/blog/users/12345/articles?limit=15"));
     assert_eq!(ids(&page).len(), 15);

@@ -272,6 +272,11 @@ async fn adjacency_pages_newest_first_without_skips_or_repeats() {
     assert_eq!(rels(&inc).len(), 1);
     assert_eq!(rels(&inc)[0]["start"], "hub");
 
+    if s.held.on_bigtable() {
+        // Documented difference: no salt buckets on Bigtable (see apps_blog.rs).
+        assert!(s.kura.bucket_activity("graph").is_none());
+        return;
+    }
     let before = s.kura.bucket_activity("graph").expect("graph table exists");
     let (_, page) = call!(
         &app,

@@ -41,11 +41,8 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16
 }
 
 /// Serves the routes on a loopback port with 4 workers, as `main` does; stop it with the handle.
-fn serve(kura: &kura_actors::Kura) -> (SocketAddr, ServerHandle) {
-    let data = web::Data::new(AppState {
-        kura: kura.clone().into(),
-        limits: Limits::default(),
-    });
+fn serve(kura: &kura_backend::Store) -> (SocketAddr, ServerHandle) {
+    let data = web::Data::new(AppState::new(kura.clone(), Limits::default()));
     let server =
         HttpServer::new(move || App::new().app_data(data.clone()).configure(kura::configure))
             .workers(4)

@@ -24,10 +24,10 @@ macro_rules! small_app {
     ($kura:expr) => {
         test::init_service(
             App::new()
-                .app_data(web::Data::new(AppState {
-                    kura: $kura.clone().into(),
-                    limits: limits(),
-                }))
+                .app_data(web::Data::new(AppState::new(
+                    $kura.clone().into(),
+                    limits(),
+                )))
                 .configure(kura::configure),
         )
         .await

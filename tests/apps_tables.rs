@@ -10,10 +10,10 @@ use serde_json::json;
 #[actix_web::test]
 async fn ensure_tables_creates_every_application_table_once() {
     let s = store().await;
-    kura::apps::ensure_tables(&s.kura.clone().into())
+    kura::apps::ensure_tables(&s.kura)
         .await
         .expect("tables created");
-    kura::apps::ensure_tables(&s.kura.clone().into())
+    kura::apps::ensure_tables(&s.kura)
         .await
         .expect("a second call is a no-op");
     for (name, families) in [
@@ -25,6 +25,8 @@ async fn ensure_tables_creates_every_application_table_once() {
         let desc = s
             .kura
             .table(name)
+            .await
+            .expect("schema read")
             .unwrap_or_else(|| panic!("table {name} exists"));
         let got: Vec<String> = desc
             .families
@@ -45,7 +47,7 @@ async fn ensure_tables_creates_every_application_table_once() {
 async fn the_first_request_creates_its_table_and_rest_reads_the_rows() {
     let s = store().await;
     let app = app!(s.kura);
-    assert!(s.kura.table("access").is_none());
+    assert!(s.kura.table("access").await.expect("schema read").is_none());
     let (status, _) = call!(
         &app,
         post(
@@ -54,7 +56,7 @@ async fn the_first_request_creates_its_table_and_rest_reads_the_rows() {
         )
     );
     assert_eq!(status, 200);
-    assert!(s.kura.table("access").is_some());
+    assert!(s.kura.table("access").await.expect("schema read").is_some());
 
     let req = get("/access/*").insert_header(("accept", "application/json"));
     let (status, body) = call!(&app, req);

@@ -403,18 +403,23 @@ async fn heatmap_is_a_time_by_bucket_matrix_that_shows_activity() {
 async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_interval() {
     let (kura, _dir) = ops_support::start_kura().await;
     ops_support::create_table(&kura, "hm", 8, 1).await;
-    let app = ops_app!(kura);
+    let state = ops_support::state(&kura);
+    let app = actix_web::test::init_service(
+        actix_web::App::new()
+            .app_data(state.clone())
+            .configure(kura::configure),
+    )
+    .await;
     // The first request starts the sampler and takes the baseline.
     let (status, v) = call!(app, get, "/admin/tables/hm/heatmap");
     assert_eq!(status, 200);
     let columns0 = v["times"].as_array().expect("times").len();
-    let store: kura_backend::Store = kura.clone().into();
-    let sampler = kura::ops::heatmap::sampler(&store).await;
+    let sampler = kura::ops::heatmap::sampler(&state).await;
 
     for i in 0..10 {
         ops_support::put(&kura, "hm", &format!("a{i}"), "x").await;
     }
-    sampler.sample(&store).await; // what the 5-second tick does
+    sampler.sample(&state.kura).await; // what the 5-second tick does
     for i in 0..3 {
         ops_support::put(&kura, "hm", &format!("b{i}"), "x").await;
     }

@@ -89,10 +89,7 @@ async fn a_request_arriving_before_the_store_is_open_waits_and_is_then_answered(
     let kura = Kura::start_on(config.kura_config(), source.arbiters())
         .await
         .expect("store opens on the workers' arbiters");
-    source.set(AppState {
-        kura: kura.clone().into(),
-        limits: config.limits(),
-    });
+    source.set(AppState::new(kura.clone().into(), config.limits()));
     let r = answer(&early, Duration::from_secs(10))
         .await
         .expect("the waiting request is answered once the store is open");

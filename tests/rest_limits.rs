@@ -190,10 +190,7 @@ async fn hostile_bodies_are_clear_400s_and_the_server_stays_up() {
 #[actix_web::test]
 async fn bearer_token_is_required_when_configured() {
     let (kura, _dir) = start_kura().await;
-    let state = web::Data::new(AppState {
-        kura: kura.into(),
-        limits: Limits::default(),
-    });
+    let state = web::Data::new(AppState::new(kura.into(), Limits::default()));
     let app = test::init_service(
         App::new()
             .app_data(state)

@@ -333,12 +333,18 @@ async fn deletes_mask_older_versions_even_when_put_later() {
         cells_of(&r.json()).iter().map(|c| c.2).collect::<Vec<_>>(),
         vec![30]
     );
-    // A later put with an older timestamp stays masked.
+    // A later put with an older timestamp stays masked: HBase's rule. Bigtable keeps no delete
+    // markers, so there the late put shows (the documented main difference of the backends).
     c.put_cell("t", "r", "cf:a", Some(15), "late").await;
     let r = c.get_json("/t/r/cf:a?v=5").await;
+    let expected = if c.on_bigtable() {
+        vec![30, 15]
+    } else {
+        vec![30]
+    };
     assert_eq!(
         cells_of(&r.json()).iter().map(|c| c.2).collect::<Vec<_>>(),
-        vec![30]
+        expected
     );
     // Family delete.
     assert_eq!(c.delete("/t/r/g").await.status, 200);

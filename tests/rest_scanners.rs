@@ -407,9 +407,8 @@ async fn an_unlimited_scanner_get_returns_every_row_even_past_32_mib() {
 #[actix_web::test]
 async fn a_streamed_answer_ends_when_its_scanner_is_deleted_meanwhile() {
     use actix_web::body::MessageBody;
-    use actix_web::{test, web, App};
-    let (kura, _dir) = start_kura().await;
-    let c = client_over(&kura, Limits::default()).await;
+    use actix_web::{test, App};
+    let c = client().await;
     c.create_table("t", &["cf"], 1).await;
     let bin = [("Content-Type", "application/octet-stream")];
     for i in 0..5 {
@@ -424,12 +423,14 @@ async fn a_streamed_answer_ends_when_its_scanner_is_deleted_meanwhile() {
         assert_eq!(r.status, 200);
     }
     let url = open_scanner(&c, &serde_json::json!({})).await;
-    // The streamed GET through a service of our own, so that its body can be left unread.
-    let state = web::Data::new(kura::state::AppState {
-        kura: kura.clone().into(),
-        limits: Limits::default(),
-    });
-    let app = test::init_service(App::new().app_data(state).configure(kura::configure)).await;
+    // The streamed GET through a service of our own over the same server state (the scanner
+    // lives there), so that its body can be left unread.
+    let app = test::init_service(
+        App::new()
+            .app_data(c.state.clone())
+            .configure(kura::configure),
+    )
+    .await;
     let req = test::TestRequest::get()
         .uri(&url)
         .insert_header(("Accept", "application/json"))

@@ -182,7 +182,7 @@ async fn regions_of(state: &AppState, table: &str) -> Result<Vec<RegionInfo>> {
 
 /// `GET /admin/tables`.
 pub async fn list_tables(state: web::Data<AppState>) -> Result<HttpResponse> {
-    heatmap::sampler(&state.kura).await;
+    heatmap::sampler(&state).await;
     let mut tables = Vec::new();
     for d in state.kura.list_tables().await? {
         // A table dropped while we list is left out rather than failing the whole answer.
@@ -212,7 +212,7 @@ pub async fn get_table(
 
 /// `GET /admin/tables/{t}/regions`.
 pub async fn regions(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
-    heatmap::sampler(&state.kura).await;
+    heatmap::sampler(&state).await;
     let table = path.into_inner();
     let d = descriptor(&state, &table).await?;
     let regions = regions_of(&state, &table).await?;
@@ -437,7 +437,7 @@ pub async fn split(
 pub async fn heatmap(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
     let table = path.into_inner();
     descriptor(&state, &table).await?;
-    let sampler = heatmap::sampler(&state.kura).await;
+    let sampler = heatmap::sampler(&state).await;
     let matrix = sampler
         .matrix(&state.kura, &table)
         .await

@@ -1,8 +1,8 @@
 //! The key heatmap: reads and writes per salt bucket over the last minutes, in the spirit of
 //! Bigtable's Key Visualizer.
 //!
-//! A sampler per store (keyed by its data directory) polls [`kura_backend::Backend::bucket_activity`] for every
-//! table every [`INTERVAL`] and keeps the per-bucket deltas of the last [`CAPACITY`] intervals in
+//! One sampler per server ([`AppState::heatmap`]) polls
+//! [`kura_backend::Backend::bucket_activity`] for every table every [`INTERVAL`] and keeps the per-bucket deltas of the last [`CAPACITY`] intervals in
 //! a ring buffer. It starts lazily, on the first `/admin/` or `/ui/` request, as a task on the
 //! arbiter that served that request.
 //!
@@ -14,14 +14,18 @@
 //!    sampler saw the table is not attributed to any interval.
 //! 4. Cumulative counters that go backwards (a region reopened) restart the baseline for that
 //!    table; no negative or wrapped delta is ever recorded.
-//! 5. At most one live sampler per store: the registry holds a weak token of the running task and
-//!    starts a new one only when that task is gone (its arbiter stopped).
+//! 5. At most one live sampling task per server: the sampler holds a weak token of the running
+//!    task and starts a new one only when that task is gone (its arbiter stopped); the task holds
+//!    the sampler weakly and ends once the server's state is gone.
+//! 6. On a backend without salt buckets (Bigtable) there is nothing to sample: every table's
+//!    `bucket_activity` is `None` and the matrix answers as for an unknown table.
 
+use crate::state::AppState;
 use kura_backend::Store;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Time between samples.
@@ -193,16 +197,12 @@ pub struct HeatmapMatrix {
     pub max_writes: u32,
 }
 
-fn registry() -> &'static Mutex<HashMap<String, Arc<Sampler>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<String, Arc<Sampler>>>> = OnceLock::new();
-    REGISTRY.get_or_init(Default::default)
-}
-
-/// The sampler of this store, started if it is not running. Must be called on an actix
-/// runtime (any handler is). The first baseline is taken before this returns.
-pub async fn sampler(kura: &Store) -> Arc<Sampler> {
-    let key = kura.location();
-    let sampler = registry().lock().entry(key).or_default().clone();
+/// The sampler of this server's store ([`AppState::heatmap`]), started if it is not running.
+/// Must be called on an actix runtime (any handler is). The first baseline is taken before
+/// this returns.
+pub async fn sampler(state: &AppState) -> Arc<Sampler> {
+    let sampler = state.heatmap.clone();
+    let kura = &state.kura;
     let token = {
         let mut task = sampler.task.lock();
         if task.upgrade().is_some() {
@@ -215,8 +215,9 @@ pub async fn sampler(kura: &Store) -> Arc<Sampler> {
     };
     if let Some(token) = token {
         sampler.sample(kura).await;
+        // The task holds the sampler weakly: it stops once the server's state is gone.
+        let weak = Arc::downgrade(&sampler);
         let kura = kura.clone();
-        let s = sampler.clone();
         actix_rt::spawn(async move {
             let _token = token;
             let mut tick =
@@ -224,6 +225,9 @@ pub async fn sampler(kura: &Store) -> Arc<Sampler> {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
+                let Some(s) = weak.upgrade() else {
+                    return;
+                };
                 s.sample(&kura).await;
             }
         });

@@ -5,8 +5,10 @@
 //! [`kura_backend::Backend::scan`] and answers up to `batch` **cells** (a row can be split across
 //! two answers), then 204 once exhausted.
 //!
-//! Scanners live in a registry shared by every HTTP worker of one store (keyed by the store's
-//! data directory, since `AppState` is built once per server but handlers run on many workers).
+//! Scanners live in the server's registry ([`AppState::scanners`]), shared by its HTTP workers.
+//! A scanner lives on the server that created it: behind a load balancer over several servers
+//! (the Bigtable backend), its `GET`s must reach that server (sticky sessions), or the client
+//! uses stateless scans (`/{t}/*`), which any server answers.
 //!
 //! # Invariants
 //! 1. At most `Limits::max_scanners` are open per store; creating one more is a 429.
@@ -38,7 +40,7 @@ use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most cell bytes one scanner `GET` gathers in memory at a time. An answer that needs more
@@ -392,16 +394,14 @@ impl Scanner {
 
 type Shared = Arc<tokio::sync::Mutex<Scanner>>;
 
+/// The scanners open on one server, shared by its workers ([`AppState::scanners`]).
 #[derive(Default)]
-struct Registry {
+pub struct Registry {
     scanners: DashMap<String, Shared>,
 }
 
-/// One registry per store, shared by every worker.
-static REGISTRIES: LazyLock<DashMap<String, Arc<Registry>>> = LazyLock::new(DashMap::new);
-
 fn registry(state: &AppState) -> Arc<Registry> {
-    REGISTRIES.entry(state.kura.location()).or_default().clone()
+    state.scanners.clone()
 }
 
 /// Scanners open on this store, for `kura_scanners_open` in `/metrics` (registered with

@@ -1,29 +1,30 @@
 //! Shared harness of the application tests: the same `App` the server runs
-//! (`App::new().app_data(state).configure(kura::configure)`) over a real `Kura` in a temp dir.
+//! (`App::new().app_data(state).configure(kura::configure)`) over a real store: the embedded one
+//! in a temp dir, or Bigtable's emulator with `KURA_TEST_BACKEND=bigtable` (`backend_support`).
 
 #![allow(dead_code)]
+
+#[path = "../backend_support/mod.rs"]
+pub mod backend_support;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::ServiceResponse;
 use actix_web::test;
-use kura_actors::{Kura, KuraConfig};
 use serde_json::Value;
 
-/// A running store and its data directory (dropped after the store).
+/// A running store (of the backend this run is for) and what keeps it alive.
 pub struct Store {
-    pub kura: Kura,
-    pub dir: tempfile::TempDir,
+    pub kura: kura_backend::Store,
+    pub held: backend_support::TestStore,
 }
 
-/// Starts a store in a fresh temp dir.
+/// Starts a fresh store.
 pub async fn store() -> Store {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut config = KuraConfig::new(dir.path());
-    config.arbiters = 2;
-    // These tests check application behaviour, not durability: skip the fsync per write.
-    config.durability = kura_actors::storage::Durability::None;
-    let kura = Kura::start(config).await.expect("store starts");
-    Store { kura, dir }
+    let held = backend_support::TestStore::start(|_| {}).await;
+    Store {
+        kura: held.store.clone(),
+        held,
+    }
 }
 
 /// The server's `App` over a `Kura` (an initialized test service).
@@ -32,10 +33,10 @@ macro_rules! app {
     ($kura:expr) => {
         actix_web::test::init_service(
             actix_web::App::new()
-                .app_data(actix_web::web::Data::new(kura::state::AppState {
-                    kura: $kura.clone().into(),
-                    limits: kura::state::Limits::default(),
-                }))
+                .app_data(actix_web::web::Data::new(kura::state::AppState::new(
+                    $kura.clone(),
+                    kura::state::Limits::default(),
+                )))
                 .configure(kura::configure),
         )
         .await

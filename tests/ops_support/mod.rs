@@ -20,10 +20,7 @@ pub async fn start_kura() -> (Kura, tempfile::TempDir) {
 
 /// The state every handler receives.
 pub fn state(kura: &Kura) -> actix_web::web::Data<AppState> {
-    actix_web::web::Data::new(AppState {
-        kura: kura.clone().into(),
-        limits: Limits::default(),
-    })
+    actix_web::web::Data::new(AppState::new(kura.clone().into(), Limits::default()))
 }
 
 /// Builds the server's App (with the metrics middleware) over `kura` as an in-process service.

@@ -1,7 +1,12 @@
-//! Shared set-up for the `rest_*` tests: a real store in a temp dir behind the same `App` the
-//! server builds (`App::new().app_data(state).configure(kura::configure)`), driven in-process.
+//! Shared set-up for the `rest_*` tests: a real store behind the same `App` the server builds
+//! (`App::new().app_data(state).configure(kura::configure)`), driven in-process. The store is
+//! the embedded one in a temp dir, or Bigtable's emulator with `KURA_TEST_BACKEND=bigtable`
+//! (`backend_support`).
 
 #![allow(dead_code)]
+
+#[path = "../backend_support/mod.rs"]
+pub mod backend_support;
 
 use actix_web::http::header::HeaderMap;
 use actix_web::http::Method;
@@ -12,6 +17,7 @@ use futures::future::LocalBoxFuture;
 use kura::state::{AppState, Limits};
 use kura_actors::storage::Durability;
 use kura_actors::{Kura, KuraConfig};
+use kura_backend::Store;
 use std::rc::Rc;
 
 /// A response, fully read.
@@ -45,8 +51,10 @@ type CallFn = Box<dyn Fn(TestRequest) -> LocalBoxFuture<'static, Resp>>;
 /// An in-process client of the App over a real store.
 pub struct Client {
     call: CallFn,
-    pub kura: Kura,
-    _dir: Option<tempfile::TempDir>,
+    pub kura: Store,
+    /// The server state the client's App runs with (its scanners among them).
+    pub state: web::Data<AppState>,
+    held: Option<backend_support::TestStore>,
 }
 
 /// A store for tests: 2 arbiters, no fsync (speed), 2 regions per table.
@@ -66,21 +74,28 @@ pub async fn client() -> Client {
     client_with(Limits::default()).await
 }
 
-/// A client over a fresh store with `limits`.
+/// A client over a fresh store (of the backend this run is for) with `limits`.
 pub async fn client_with(limits: Limits) -> Client {
-    let (kura, dir) = start_kura().await;
-    let mut c = client_over(&kura, limits).await;
-    c._dir = Some(dir);
+    let held = backend_support::TestStore::start(|c| c.default_regions = 2).await;
+    let mut c = client_over_store(held.store.clone(), limits).await;
+    c.held = Some(held);
     c
 }
 
-/// A client over an existing store.
+/// A client over an existing embedded store.
 pub async fn client_over(kura: &Kura, limits: Limits) -> Client {
-    let state = web::Data::new(AppState {
-        kura: kura.clone().into(),
-        limits,
-    });
-    let app = test::init_service(App::new().app_data(state).configure(kura::configure)).await;
+    client_over_store(kura.clone().into(), limits).await
+}
+
+/// A client over any store.
+pub async fn client_over_store(store: Store, limits: Limits) -> Client {
+    let state = web::Data::new(AppState::new(store.clone(), limits));
+    let app = test::init_service(
+        App::new()
+            .app_data(state.clone())
+            .configure(kura::configure),
+    )
+    .await;
     let app = Rc::new(app);
     let call: CallFn = Box::new(move |req: TestRequest| {
         let app = app.clone();
@@ -98,12 +113,18 @@ pub async fn client_over(kura: &Kura, limits: Limits) -> Client {
     });
     Client {
         call,
-        kura: kura.clone(),
-        _dir: None,
+        kura: store,
+        state,
+        held: None,
     }
 }
 
 impl Client {
+    /// True when this client's store is Bigtable (the documented differences apply).
+    pub fn on_bigtable(&self) -> bool {
+        self.held.as_ref().is_some_and(|h| h.on_bigtable())
+    }
+
     /// Any request.
     pub async fn req(
         &self,
