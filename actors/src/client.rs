@@ -774,6 +774,7 @@ impl Kura {
                 },
             };
             out.push(RegionInfo {
+                key_range: None,
                 id: r.id(),
                 table: table.to_string(),
                 bucket_start: r.bucket_start,

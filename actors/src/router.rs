@@ -312,37 +312,7 @@ impl Layout {
             .tables
             .get(&desc.name)
             .ok_or_else(|| ActorError::TableNotFound(desc.name.clone()))?;
-        let mut new_desc = entry.descriptor.clone();
-        match mode {
-            AlterMode::Replace => {
-                new_desc.families = desc.families;
-                new_desc.attributes = desc.attributes;
-                new_desc.family_attributes = desc.family_attributes;
-            }
-            AlterMode::Merge => {
-                for f in desc.families {
-                    match new_desc.families.iter_mut().find(|g| g.name == f.name) {
-                        Some(g) => *g = f,
-                        None => new_desc.families.push(f),
-                    }
-                }
-                new_desc.attributes.extend(desc.attributes);
-                for (family, attrs) in desc.family_attributes {
-                    new_desc
-                        .family_attributes
-                        .entry(family)
-                        .or_default()
-                        .extend(attrs);
-                }
-            }
-        }
-        validate_families(&new_desc.families)?;
-        let names: std::collections::BTreeSet<String> = new_desc
-            .families
-            .iter()
-            .map(|f| String::from_utf8_lossy(&f.name).into_owned())
-            .collect();
-        new_desc.family_attributes.retain(|f, _| names.contains(f));
+        let new_desc = entry.descriptor.altered(desc, mode)?;
 
         let mut next = self.catalog.clone();
         if let Some(e) = next.tables.get_mut(&new_desc.name) {

@@ -72,6 +72,10 @@ pub struct RegionInfo {
     pub bucket_end: u32,
     /// Arbiter (thread) index the region runs on.
     pub arbiter: usize,
+    /// Row keys `[start, end)` the region holds (empty = open), where regions partition the
+    /// table by key range (Bigtable's tablets); `None` where they partition it by salt bucket
+    /// (the embedded store: see `bucket_start`, `bucket_end`).
+    pub key_range: Option<(Vec<u8>, Vec<u8>)>,
     pub stats: RegionStats,
 }
 
@@ -193,6 +197,45 @@ pub fn validate_descriptor(desc: &TableDescriptor) -> Result<()> {
 }
 
 impl TableDescriptor {
+    /// This descriptor changed by an alter request `desc` (every backend alters alike):
+    /// `Replace` takes `desc`'s families and attributes as they are, `Merge` adds or replaces
+    /// the families and attributes `desc` lists and keeps the rest. The families are
+    /// validated, and attributes of families no longer there are dropped.
+    pub fn altered(&self, desc: TableDescriptor, mode: AlterMode) -> Result<TableDescriptor> {
+        let mut new_desc = self.clone();
+        match mode {
+            AlterMode::Replace => {
+                new_desc.families = desc.families;
+                new_desc.attributes = desc.attributes;
+                new_desc.family_attributes = desc.family_attributes;
+            }
+            AlterMode::Merge => {
+                for f in desc.families {
+                    match new_desc.families.iter_mut().find(|g| g.name == f.name) {
+                        Some(g) => *g = f,
+                        None => new_desc.families.push(f),
+                    }
+                }
+                new_desc.attributes.extend(desc.attributes);
+                for (family, attrs) in desc.family_attributes {
+                    new_desc
+                        .family_attributes
+                        .entry(family)
+                        .or_default()
+                        .extend(attrs);
+                }
+            }
+        }
+        validate_families(&new_desc.families)?;
+        let names: std::collections::BTreeSet<String> = new_desc
+            .families
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.name).into_owned())
+            .collect();
+        new_desc.family_attributes.retain(|f, _| names.contains(f));
+        Ok(new_desc)
+    }
+
     /// A table with the given families, default salting and the server's default region count.
     pub fn new(name: impl Into<String>, families: Vec<FamilyDescriptor>) -> Self {
         TableDescriptor {

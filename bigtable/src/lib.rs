@@ -266,24 +266,30 @@ impl Backend for BigtableBackend {
             .await
             .map_err(|s| map_status(table, &s))?
             .into_inner();
-        let mut samples = 0u64;
-        while stream
-            .message()
-            .await
-            .map_err(|s| map_status(table, &s))?
-            .is_some()
-        {
-            samples += 1;
+        // Each sample's key ends one region (the last sample, an empty key, ends the table);
+        // the next region starts there.
+        let mut ends: Vec<Vec<u8>> = Vec::new();
+        while let Some(sample) = stream.message().await.map_err(|s| map_status(table, &s))? {
+            ends.push(sample.row_key);
         }
-        // One region per sample interval (the last sample, an empty key, ends the table).
-        Ok((0..samples.max(1))
-            .map(|id| RegionInfo {
-                id,
-                table: table.to_string(),
-                bucket_start: 0,
-                bucket_end: 0,
-                arbiter: 0,
-                stats: RegionStats::default(),
+        if ends.last().is_none_or(|k| !k.is_empty()) {
+            ends.push(Vec::new());
+        }
+        let mut start = Vec::new();
+        Ok(ends
+            .into_iter()
+            .enumerate()
+            .map(|(id, end)| {
+                let range = (std::mem::replace(&mut start, end.clone()), end);
+                RegionInfo {
+                    id: id as u64,
+                    table: table.to_string(),
+                    bucket_start: 0,
+                    bucket_end: 0,
+                    arbiter: 0,
+                    key_range: Some(range),
+                    stats: RegionStats::default(),
+                }
             })
             .collect())
     }

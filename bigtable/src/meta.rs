@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bigtable_rs::google::bigtable::v2;
 use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin;
-use kura_backend::schema::{validate_descriptor, validate_families};
+use kura_backend::schema::validate_descriptor;
 use kura_backend::{AlterMode, Error, FamilyDescriptor, Result, TableDescriptor};
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
@@ -473,38 +473,8 @@ impl Schemas {
             .fresh(&desc.name)
             .await?
             .ok_or_else(|| Error::TableNotFound(desc.name.clone()))?;
-        let mut new_desc = old.desc.clone();
-        match mode {
-            AlterMode::Replace => {
-                new_desc.families = desc.families;
-                new_desc.attributes = desc.attributes;
-                new_desc.family_attributes = desc.family_attributes;
-            }
-            AlterMode::Merge => {
-                for f in desc.families {
-                    match new_desc.families.iter_mut().find(|g| g.name == f.name) {
-                        Some(g) => *g = f,
-                        None => new_desc.families.push(f),
-                    }
-                }
-                new_desc.attributes.extend(desc.attributes);
-                for (family, attrs) in desc.family_attributes {
-                    new_desc
-                        .family_attributes
-                        .entry(family)
-                        .or_default()
-                        .extend(attrs);
-                }
-            }
-        }
-        validate_families(&new_desc.families)?;
+        let new_desc = old.desc.altered(desc, mode)?;
         check_family_names(&new_desc.families)?;
-        let names: std::collections::BTreeSet<String> = new_desc
-            .families
-            .iter()
-            .map(|f| String::from_utf8_lossy(&f.name).into_owned())
-            .collect();
-        new_desc.family_attributes.retain(|f, _| names.contains(f));
 
         let before: BTreeMap<&[u8], &FamilyDescriptor> = old
             .desc

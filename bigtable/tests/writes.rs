@@ -411,9 +411,15 @@ async fn tablet_operations_are_unsupported_and_regions_come_from_samples() {
     assert!(b.bucket_activity("t").is_none());
     let regions = b.regions("t").await.unwrap();
     assert!(!regions.is_empty());
+    // The key ranges tile the table: open at both ends, each starting where the last ended.
+    let mut expected_start = Vec::new();
     for (i, r) in regions.iter().enumerate() {
         assert_eq!(r.id, i as u64);
         assert_eq!(r.table, "t");
+        let (start, end) = r.key_range.clone().expect("a key range");
+        assert_eq!(start, expected_start, "{regions:?}");
+        assert_eq!(end.is_empty(), i + 1 == regions.len(), "{regions:?}");
+        expected_start = end;
     }
     b.shutdown().await.unwrap();
     b.shutdown().await.unwrap();

@@ -437,6 +437,15 @@ pub async fn split(
 pub async fn heatmap(state: web::Data<AppState>, path: web::Path<String>) -> Result<HttpResponse> {
     let table = path.into_inner();
     descriptor(&state, &table).await?;
+    if state.kura.bucket_activity(&table).is_none() {
+        // The table exists (above), so this backend keeps no per-bucket activity.
+        return Err(BackendError::Unsupported(format!(
+            "the key heatmap counts reads and writes per salt bucket, and the {} backend has no \
+             salt buckets (Bigtable splits tablets by key range itself)",
+            state.kura.kind().name()
+        ))
+        .into());
+    }
     let sampler = heatmap::sampler(&state).await;
     let matrix = sampler
         .matrix(&state.kura, &table)

@@ -473,8 +473,9 @@ fn bucket_key(bucket: u32, total: u32, is_end: bool) -> Vec<u8> {
     }
 }
 
-/// `GET /{t}/regions`: the table's real regions. Rows are placed by salt bucket, so a region's
-/// start and end keys are its salt bucket bounds as 4-byte big-endian numbers (empty = open).
+/// `GET /{t}/regions`: the table's real regions. On the embedded store rows are placed by salt
+/// bucket, so a region's start and end keys are its salt bucket bounds as 4-byte big-endian
+/// numbers (empty = open); on Bigtable they are the tablets' row key bounds it reports.
 pub async fn regions(req: &HttpRequest, state: &AppState, table: &str) -> ApiResult<HttpResponse> {
     let repr = negotiate(req, &[Repr::Text, Repr::Xml, Repr::Json], Repr::Text)?;
     let desc = state.kura.table(table).await?.ok_or(ApiError::NotFound)?;
@@ -484,8 +485,13 @@ pub async fn regions(req: &HttpRequest, state: &AppState, table: &str) -> ApiRes
     let items: Vec<(u64, Vec<u8>, Vec<u8>, String)> = regions
         .iter()
         .map(|r| {
-            let start = bucket_key(r.bucket_start, total, false);
-            let end = bucket_key(r.bucket_end, total, true);
+            let (start, end) = match &r.key_range {
+                Some((start, end)) => (start.clone(), end.clone()),
+                None => (
+                    bucket_key(r.bucket_start, total, false),
+                    bucket_key(r.bucket_end, total, true),
+                ),
+            };
             let name = format!("{table},{},{}.{:032x}.", r.bucket_start, r.id, r.id);
             (r.id, start, end, name)
         })
