@@ -198,8 +198,11 @@ async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), Str
         "store opened"
     );
     // Before the first request: the applications' creation times stay above those of every
-    // earlier run on this data dir (src/apps/clock.rs).
-    if let Err(e) = kura::apps::clock::open(&config.data_dir) {
+    // earlier run on this data dir (src/apps/clock.rs). Bigtable has no data dir and needs no
+    // lease: what must survive a restart is in the rows.
+    let state = AppState::new(kura.clone(), config.limits());
+    let clock = Arc::clone(&state.clock);
+    if let Err(e) = clock.open(&config.data_dir) {
         handle.stop(false).await;
         let _ = kura.shutdown().await;
         return Err(e);
@@ -207,7 +210,7 @@ async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), Str
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }
-    source.set(AppState::new(kura.clone(), config.limits()));
+    source.set(state);
     if !config.transparent_huge_pages {
         // Every region has replayed its log by now (above).
         no_transparent_huge_pages();
@@ -243,7 +246,7 @@ async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), Str
         }
     };
     // Nothing more is stored: the next start may begin at this run's last time.
-    kura::apps::clock::close();
+    clock.close();
     let served = served.map_err(|e| format!("server task failed: {e}"))?;
     served.map_err(|e| format!("server error: {e}"))?;
     closed.map_err(|e| format!("shutdown error: {e}"))?;

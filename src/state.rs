@@ -1,4 +1,11 @@
-//! What every handler receives: the store handle and the server's settings.
+//! What every handler receives: the store handle, the server's settings and what one server
+//! keeps for itself (open REST scanners, the console's heatmap, the applications' clock).
+//!
+//! # Invariants
+//! 1. Nothing in an [`AppState`] is shared with another server's: two servers in one process
+//!    (tests) share only the store. Nothing the REST API or the applications promise to every
+//!    client rests on it either, except the REST scanners, which live on the server that
+//!    opened them (README: sticky sessions with several servers).
 
 use kura_backend::Store;
 
@@ -38,16 +45,22 @@ pub struct AppState {
     pub scanners: std::sync::Arc<crate::rest::scanners::Registry>,
     /// The console's heatmap series of this server's store.
     pub heatmap: std::sync::Arc<crate::ops::heatmap::Sampler>,
+    /// The applications' clock of this server (`crate::apps::clock`): "now" for the
+    /// applications' timestamps; its lease is opened by `main` on the embedded backend only.
+    /// Tests of skewed servers replace it with a `Clock::skewed` one before serving.
+    pub clock: std::sync::Arc<crate::apps::clock::Clock>,
 }
 
 impl AppState {
-    /// The state of a server over `kura`, with no scanner open and no heatmap sampled yet.
+    /// The state of a server over `kura`, with no scanner open, no heatmap sampled yet and a
+    /// fresh clock with no lease.
     pub fn new(kura: Store, limits: Limits) -> AppState {
         AppState {
             kura,
             limits,
             scanners: Default::default(),
             heatmap: Default::default(),
+            clock: Default::default(),
         }
     }
 }

@@ -7,17 +7,24 @@
 //! | row | bytes | cells |
 //! |---|---|---|
 //! | action | `P(u) (12) \| 0x00 \| u64::MAX - stamp (8, BE) \| action_id (8, BE)` = 29 B | `content:name` = UTF-8 name |
-//! | id sequence | `P(u) (12) \| 0x01` = 13 B | `content:seq` = 8-byte BE counter |
+//! | id sequence | `P(u) (12) \| 0x01` = 13 B | `content:seq` = 8-byte BE last action id, at cell timestamp = the last server stamp ([`super::sequence`]) |
 //!
 //! The list is the partial scan `[P(u)|0x00, P(u)|0x01)`: `stamp` descending, ties by
 //! `action_id` ascending. `stamp` and `action_id` are read back from the key; only the name is a
 //! cell (the document reads only `content:name`).
 //!
 //! # Invariants
-//! 1. `action_id`s come from an atomic per-user increment: unique and increasing per user.
-//! 2. One user's rows share the 4-byte salt prefix (table salt `prefix_len = 4`): one region, and
+//! 1. `action_id` and the server's stamp are taken together from the user's sequence row by a
+//!    check-and-mutate loop ([`super::sequence`]), whichever of any number of servers takes
+//!    them: ids are unique and increasing per user, and server-stamped actions (no `stamp` in
+//!    the body) get strictly increasing stamps in id order. A client's `stamp` is stored as
+//!    given.
+//! 2. Every action has a row of its own: the key ends with the unique `action_id`, so actions
+//!    posted in the same millisecond (on one server or several, or with the same client
+//!    `stamp`) never overwrite each other. Equal stamps list by `action_id` ascending.
+//! 3. One user's rows share the 4-byte salt prefix (table salt `prefix_len = 4`): one region, and
 //!    a list request scans inside it.
-//! 3. `offset` skips rows in the scan (cost O(offset + limit) rows read, as the document says);
+//! 4. `offset` skips rows in the scan (cost O(offset + limit) rows read, as the document says);
 //!    `after` starts strictly after the cursor's key, and `offset` then skips from there.
 
 use super::clock;
@@ -26,11 +33,10 @@ use super::error::{AppError, AppResult};
 use super::keys::{hash4_u64, prefix_end, rev_time, unrev_time, KeyReader};
 use super::request;
 use super::scan::scan_rows;
+use super::sequence::{self, Sequence};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_backend::{
-    ColumnSelection, ColumnSpec, Increment, Mutation, ReadSpec, RowMutation, ScanSpec,
-};
+use kura_backend::{ColumnSelection, ColumnSpec, Mutation, ReadSpec, RowMutation, ScanSpec};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 
@@ -100,30 +106,26 @@ async fn create(
     let user = request::path_u64(&req, "user_id")?;
     let new: NewAction = request::read_json(&req, body, &state.limits).await?;
     request::check_value(&state.limits, "the action's name", new.name.as_bytes())?;
-    let stamp = match new.stamp {
-        Some(s) if s > clock::LATEST_MS as u64 => {
-            return Err(AppError::bad(format!(
-                "stamp must be in 0..={} ms since the Unix epoch, got {s}",
-                clock::LATEST_MS
-            )))
-        }
-        Some(s) => s,
-        None => clock::tick_unique().max(0) as u64,
-    };
+    if let Some(s) = new.stamp.filter(|s| *s > clock::LATEST_MS as u64) {
+        return Err(AppError::bad(format!(
+            "stamp must be in 0..={} ms since the Unix epoch, got {s}",
+            clock::LATEST_MS
+        )));
+    }
     let kura = state.kura.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let action = request::run_detached(async move {
-        let inc = Increment {
+        // The id and the server's stamp together from the user's sequence row: unique ids,
+        // and server-stamped actions in id order, whichever server takes them.
+        let seq = Sequence {
+            table: TABLE,
             row: user_prefix(user, SEQUENCE),
-            columns: vec![(FAMILY.into(), SEQ.to_vec(), 1)],
+            family: FAMILY,
+            qualifier: SEQ,
         };
-        let cells = kura.increment(TABLE, inc).await?;
-        let id = cells
-            .first()
-            .and_then(|c| <[u8; 8]>::try_from(c.value.as_slice()).ok())
-            .map(i64::from_be_bytes)
-            .and_then(|v| u64::try_from(v).ok())
-            .ok_or_else(|| AppError::Internal("action id sequence returned no counter".into()))?;
+        let (id, time) = sequence::next(&kura, &clock, &seq).await?;
+        let stamp = new.stamp.unwrap_or(time.max(0) as u64);
         let m = RowMutation {
             row: action_key(user, stamp, id),
             mutations: vec![Mutation::Put {

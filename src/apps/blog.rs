@@ -9,7 +9,7 @@
 //! | main list | `P(u) (12) \| 0x00 \| u64::MAX - post_at (8, BE) \| article_id (8, BE)` = 29 B | `d:""` = article JSON |
 //! | category list | `P(u) (12) \| 0x01 \| category_id (4, BE) \| u64::MAX - post_at (8) \| article_id (8)` = 33 B | `d:""` = article JSON |
 //! | article | `P(u) (12) \| 0x02 \| article_id (8, BE)` = 21 B | `d:""` = article JSON (the authoritative copy) |
-//! | id sequence | `P(u) (12) \| 0x03` = 13 B | `d:""` = 8-byte BE counter |
+//! | id sequence | `P(u) (12) \| 0x03` = 13 B | `d:""` = 8-byte BE last article id, at cell timestamp = its `post_at` ([`super::sequence`]) |
 //!
 //! The article JSON is `{"article_id","user_id","user_name","title","content","category_id",
 //! "category_name","post_at","update_at"}` (the contract's article object).
@@ -20,8 +20,12 @@
 //! the two list rows are denormalized copies, like the graph's index rows.
 //!
 //! # Invariants
-//! 1. `article_id`s come from an atomic per-user increment of the sequence row: unique and
-//!    increasing per user (the documents' single global sequence row was one hot row for all).
+//! 1. `article_id` and `post_at` are taken together from the user's sequence row by a
+//!    check-and-mutate loop ([`super::sequence`]): ids are unique, consecutive and increasing
+//!    per user, and a later id always has a later `post_at`, whichever of any number of servers
+//!    takes it and however their clocks disagree. So the lists (newest `post_at` first) are in
+//!    descending id order, and list keys never collide. (The documents' single global sequence
+//!    row was one hot row for all users; this one is per user.)
 //! 2. All rows of a user share the 4-byte salt prefix (table salt `prefix_len = 4`): one region
 //!    holds them, and a list request scans inside it.
 //! 3. Update and delete are check-and-mutate loops on the article row's exact value, with
@@ -31,15 +35,15 @@
 //!    an earlier update is masked by the delete, and concurrent updates converge on the latest.
 //! 4. The category of an article never changes (its list key is built from the stored one).
 
-use super::clock;
 use super::cursor;
 use super::error::{AppError, AppResult};
 use super::keys::{hash4_u64, prefix_end, rev_time};
 use super::request::{self, run_detached};
 use super::scan::scan_rows;
+use super::sequence::{self, Sequence};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use kura_backend::{CheckAndMutate, Increment, Mutation, ReadSpec, RowMutation, ScanSpec, Store};
+use kura_backend::{CheckAndMutate, Mutation, ReadSpec, RowMutation, ScanSpec, Store};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 
@@ -183,13 +187,6 @@ struct NewArticle {
     user_name: Option<String>,
 }
 
-/// Locks that order one user's article creations (striped: users share 64 of them). Held from
-/// the id's increment to the post time's tick, not while the rows are written.
-fn creation_lock(user: u64) -> &'static tokio::sync::Mutex<()> {
-    static LOCKS: [tokio::sync::Mutex<()>; 64] = [const { tokio::sync::Mutex::const_new(()) }; 64];
-    &LOCKS[(user % 64) as usize]
-}
-
 async fn create(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -199,26 +196,20 @@ async fn create(
     let new: NewArticle = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {
-        // The id and the post time are taken under the user's lock, so that a later id never
-        // gets an earlier time: ids increase in list order too.
-        let order = creation_lock(user).lock().await;
-        let inc = Increment {
+        // The id and the post time together from the user's sequence row: a later id never
+        // gets an earlier time, whichever server takes it, so ids increase in list order too.
+        let seq = Sequence {
+            table: TABLE,
             row: sequence_key(user),
-            columns: vec![(FAMILY.into(), Vec::new(), 1)],
+            family: FAMILY,
+            qualifier: b"",
         };
-        let cells = kura.increment(TABLE, inc).await?;
-        let id = cells
-            .first()
-            .and_then(|c| <[u8; 8]>::try_from(c.value.as_slice()).ok())
-            .map(i64::from_be_bytes)
-            .ok_or_else(|| AppError::Internal("article id sequence returned no counter".into()))?;
-        let ts = clock::tick_unique();
-        drop(order);
+        let (id, ts) = sequence::next(&kura, &clock, &seq).await?;
         let article = Article {
-            article_id: u64::try_from(id)
-                .map_err(|_| AppError::Internal(format!("article id sequence is at {id}")))?,
+            article_id: id,
             user_id: user,
             user_name: new.user_name.unwrap_or_default(),
             title: new.title,
@@ -277,14 +268,15 @@ async fn update(
     let patch: ArticlePatch = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let article = run_detached(async move {
         loop {
             let Some((old_value, old)) = load(&kura, user, id).await? else {
                 return Err(missing(user, id));
             };
-            let ts = clock::tick().max(old.update_at.saturating_add(1));
-            clock::observe(ts);
+            let ts = clock.tick().max(old.update_at.saturating_add(1));
+            clock.observe(ts);
             let mut new = old.clone();
             if let Some(t) = &patch.title {
                 new.title = t.clone();
@@ -324,14 +316,15 @@ async fn delete(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpR
     let user = request::path_u64(&req, "user_id")?;
     let id = request::path_u64(&req, "article_id")?;
     let kura = state.kura.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     run_detached(async move {
         loop {
             let Some((old_value, old)) = load(&kura, user, id).await? else {
                 return Err(missing(user, id));
             };
-            let ts = clock::tick().max(old.update_at.saturating_add(1));
-            clock::observe(ts);
+            let ts = clock.tick().max(old.update_at.saturating_add(1));
+            clock.observe(ts);
             let cam = CheckAndMutate {
                 row: article_key(user, id),
                 family: FAMILY.into(),

@@ -1,39 +1,54 @@
-//! The applications' clock: wall-clock milliseconds, kept above every timestamp the
-//! applications have written, in this process and in every earlier one on the same data dir.
+//! The applications' clock of one server: wall-clock milliseconds, kept above every timestamp
+//! this server's applications have written, in this process and (embedded backend) in every
+//! earlier one on the same data dir. Each server owns its own ([`crate::state::AppState`]'s
+//! `clock`): two servers in one process (tests) share nothing through it.
 //!
-//! Why not the bare wall clock: the graph and the blog write versions at computed timestamps
-//! (`max(now, u + 1)`), which may run a few ms ahead of the wall clock when one row is updated
-//! several times within a millisecond. A delete marker at such a timestamp masks every put at or
-//! below it (HBase semantics), so an entity re-created right after its delete with
-//! `now <= delete ts` would be invisible. Every computed timestamp goes through [`observe`], and
-//! [`tick`] never returns a value at or below an observed one.
+//! # What the clock is for, and what it is not
+//! With any number of servers on one store (Bigtable), no guarantee may rest on one process's
+//! clock. Every ordering and uniqueness promise of the applications therefore lives in the
+//! data, where any server reads it:
+//! - per-row timestamps are `max(tick, stored + 1)` inside check-and-mutate loops on the row
+//!   (graph and blog updates and deletes), so they increase per row whatever clock each server
+//!   has;
+//! - a graph create lands above the tombstone of the row's last delete (`graph.rs`);
+//! - article and action ids and their creation times come from the owner's sequence row
+//!   (`sequence.rs`), so a later id never gets an earlier time whichever server takes it.
 //!
-//! Creation times come from [`tick_unique`], strictly increasing, so that "newest first" lists
-//! (articles, actions stamped by the server, adjacency lists) show items created within one
-//! millisecond in creation order too. Under more than 1,000 creations per second they run
-//! ahead of the wall clock, and fall back to it when the rate drops. Updates and deletes use
-//! [`tick`], which does not advance by itself, so they never push the clock ahead beyond what
-//! same-millisecond updates of one row require.
+//! The clock only supplies "now" to those formulas, and keeps one server's own results tidy:
+//! computed timestamps go through [`Clock::observe`] and [`Clock::tick`] never returns a value
+//! at or below an observed one (the embedded store's delete markers mask every put at or below
+//! them: a marker at a computed time a few ms ahead of the wall clock must not hide this
+//! server's next write), and [`Clock::tick_unique`] hands out strictly increasing times, so the
+//! graph's adjacency lists (newest created first) show the relationships one server creates in
+//! one millisecond in creation order. Across servers those two are per server only: two
+//! servers may create relationships of one node in the same millisecond (ties sort by the
+//! other node's id), and a server whose clock runs behind creates items that sort below what a
+//! server ahead created earlier. Under more than 1,000 creations per second `tick_unique` runs
+//! ahead of the wall clock, and falls back to it when the rate drops.
 //!
-//! **Across restarts** ([`open`], called by the server's `main` before it serves): a clock that
-//! ran ahead, or a wall clock stepped back, must not hand out after a restart times below those
-//! handed out before it, or an item created after the restart would sort below older ones in
-//! every "newest first" list. The clock keeps a lease in `<data dir>/apps-clock` (one decimal
-//! number): no time above it is handed out before the file says so (written to a temporary
-//! file, fsynced, renamed over it, directory fsynced). A thread extends the lease to
-//! [`LEASE_MS`] past the clock when the clock comes within half of that of it, so requests
-//! wait for the disk only when the clock outruns the thread (a burst of creations). A restart
-//! starts above the lease; a clean shutdown ([`close`]) writes the exact last time, so that the
-//! next start need not run ahead of the wall clock by up to [`LEASE_MS`].
+//! **Across restarts** (embedded backend only: [`Clock::open`], called by the server's `main`
+//! before it serves): a clock that ran ahead, or a wall clock stepped back, must not hand out
+//! after a restart times below those handed out before it, or an item created after the
+//! restart would sort below older ones in every "newest first" list. The clock keeps a lease
+//! in `<data dir>/apps-clock` (one decimal number): no time above it is handed out before the
+//! file says so (written to a temporary file, fsynced, renamed over it, directory fsynced). A
+//! thread extends the lease to [`LEASE_MS`] past the clock when the clock comes within half of
+//! that of it, so requests wait for the disk only when the clock outruns the thread (a burst of
+//! creations). A restart starts above the lease; a clean shutdown ([`Clock::close`]) writes the
+//! exact last time, so that the next start need not run ahead of the wall clock by up to
+//! [`LEASE_MS`]. On Bigtable there is no data dir and no lease: the sequence rows and
+//! tombstones above carry what must survive a restart.
 //!
 //! # Invariants
-//! 1. [`tick`] never goes backwards within the process, nor below a value [`tick_unique`]
-//!    returned; successive [`tick_unique`] results are strictly increasing.
-//! 2. After `observe(t)` returns, every later `tick()` and `tick_unique()` is `> t`.
+//! 1. [`Clock::tick`] never goes backwards within one clock, nor below a value
+//!    [`Clock::tick_unique`] returned; successive `tick_unique` results are strictly increasing.
+//! 2. After `observe(t)` returns, every later `tick()` and `tick_unique()` of that clock is `> t`.
 //! 3. With a lease open, every time handed out is at most the lease the file holds, so after a
 //!    restart (crash included) on the same data dir every time is above every earlier one. If
 //!    the file cannot be written the clock keeps serving (the applications must not stop for
 //!    it) and logs an error: invariant 3 then holds only until the next restart.
+//! 4. A clock built with [`Clock::skewed`] reads the wall clock shifted by a fixed offset (tests
+//!    of servers whose clocks disagree); every other clock reads it as is.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -51,8 +66,10 @@ pub const LEASE_FILE: &str = "apps-clock";
 /// are shown with 4-digit years, and stay far inside JSON's exact integers.
 pub const LATEST_MS: i64 = 253_402_300_799_999;
 
-/// The clock of the applications: one per process ([`global`]), its own instances in tests.
+/// The clock of one server's applications (see the module docs).
 pub struct Clock {
+    /// Added to the wall clock (0 but in tests of skewed servers).
+    offset: i64,
     /// One more than the highest timestamp observed.
     floor: AtomicI64,
     /// The highest value handed out, so that a wall clock stepping back does not show.
@@ -81,38 +98,6 @@ struct Wanted {
     closed: bool,
 }
 
-static GLOBAL: Clock = Clock::new();
-
-/// The process's clock.
-pub fn global() -> &'static Clock {
-    &GLOBAL
-}
-
-/// The current time of the process's clock (see [`Clock::tick`]).
-pub fn tick() -> i64 {
-    GLOBAL.tick()
-}
-
-/// A creation time from the process's clock (see [`Clock::tick_unique`]).
-pub fn tick_unique() -> i64 {
-    GLOBAL.tick_unique()
-}
-
-/// Records on the process's clock that `ts` was written (see [`Clock::observe`]).
-pub fn observe(ts: i64) {
-    GLOBAL.observe(ts)
-}
-
-/// Opens the process's clock lease in `data_dir` (see the module docs).
-pub fn open(data_dir: &Path) -> Result<(), String> {
-    GLOBAL.open(data_dir)
-}
-
-/// Writes the process's last time as its lease, at a clean shutdown.
-pub fn close() {
-    GLOBAL.close()
-}
-
 /// Wall-clock milliseconds since the Unix epoch.
 pub fn wall_ms() -> i64 {
     SystemTime::now()
@@ -129,23 +114,36 @@ impl Default for Clock {
 
 impl Clock {
     pub const fn new() -> Clock {
+        Clock::skewed(0)
+    }
+
+    /// A clock that reads the wall clock `offset` ms ahead (behind if negative): a server whose
+    /// clock disagrees with the others', for tests.
+    pub const fn skewed(offset: i64) -> Clock {
         Clock {
+            offset,
             floor: AtomicI64::new(0),
             last: AtomicI64::new(0),
             lease: OnceLock::new(),
         }
     }
 
+    /// This clock's reading of the wall clock (no floor, no lease): what the counter stamps a
+    /// hit with when the client gives no time.
+    pub fn wall(&self) -> i64 {
+        wall_ms().saturating_add(self.offset)
+    }
+
     /// The current time: the wall clock, but never below a time already handed out or observed.
     pub fn tick(&self) -> i64 {
-        let t = wall_ms().max(self.floor.load(Ordering::Acquire));
+        let t = self.wall().max(self.floor.load(Ordering::Acquire));
         self.cover(t);
         self.last.fetch_max(t, Ordering::AcqRel).max(t)
     }
 
     /// A time strictly greater than every time handed out before (for creation times).
     pub fn tick_unique(&self) -> i64 {
-        let wall = wall_ms();
+        let wall = self.wall();
         let mut last = self.last.load(Ordering::Acquire);
         loop {
             let next = wall
@@ -199,7 +197,8 @@ impl Clock {
         };
         self.floor
             .fetch_max(stored.saturating_add(1), Ordering::AcqRel);
-        let start = wall_ms()
+        let start = self
+            .wall()
             .max(self.floor.load(Ordering::Acquire))
             .max(self.last.load(Ordering::Acquire));
         let bound = start.saturating_add(LEASE_MS);
@@ -338,23 +337,36 @@ mod tests {
 
     #[test]
     fn ticks_do_not_go_back_and_pass_observed_times() {
-        let a = tick();
-        let b = tick();
+        let clock = Clock::new();
+        let a = clock.tick();
+        let b = clock.tick();
         assert!(b >= a);
-        observe(b + 1000);
-        assert!(tick() > b + 1000);
-        let u = tick_unique();
-        assert!(tick_unique() > u);
-        assert!(tick() >= u);
+        clock.observe(b + 1000);
+        assert!(clock.tick() > b + 1000);
+        let u = clock.tick_unique();
+        assert!(clock.tick_unique() > u);
+        assert!(clock.tick() >= u);
     }
 
     #[test]
     fn ticks_stay_near_the_wall_clock_under_many_calls() {
+        let clock = Clock::new();
         for _ in 0..100_000 {
-            tick();
+            clock.tick();
         }
-        // A counter would be 100 s ahead; the other test may have observed up to ~1 s ahead.
-        assert!(tick() < wall_ms() + 5_000);
+        // A counter would be 100 s ahead.
+        assert!(clock.tick() < wall_ms() + 5_000);
+    }
+
+    #[test]
+    fn two_clocks_share_nothing_and_a_skewed_one_reads_ahead() {
+        let a = Clock::new();
+        let b = Clock::skewed(60_000);
+        a.observe(wall_ms() + 30_000);
+        assert!(Clock::new().tick() < wall_ms() + 5_000, "no global state");
+        assert!(b.tick() >= wall_ms() + 59_000);
+        assert!(b.wall() >= wall_ms() + 59_000);
+        assert!(a.tick() > wall_ms() + 25_000);
     }
 
     #[test]

@@ -28,7 +28,9 @@
 //!
 //! # Invariants
 //! 1. A hit is one atomic `Increment` of `h`, `d` and `t` on one row; the answer is the counts
-//!    after that increment.
+//!    after that increment. Nothing is counted in a server: totals are exact however the hits
+//!    are spread over servers. A hit without `at` falls in the bucket of the serving server's
+//!    clock (servers whose clocks disagree may file hits of one instant in adjacent buckets).
 //! 2. `counts` is ordered by reversed domain, then path, then time; buckets without hits are absent.
 //! 3. `end <= start`, a malformed bucket, or more than 10,000 buckets is a 400, never a full read.
 
@@ -380,7 +382,7 @@ async fn hit(
             ))
         }
     };
-    let at = hit.at.unwrap_or_else(clock::wall_ms);
+    let at = hit.at.unwrap_or_else(|| state.clock.wall());
     if !(0..=MAX_AT).contains(&at) {
         return Err(AppError::bad(format!(
             "at must be in 0..={MAX_AT} ms, got {at}"

@@ -42,15 +42,21 @@
 //!    their keys are built from the stored `c` (the sample code built them from `d` and never
 //!    deleted anything: D8 bug). Every update that passed its check before has `u' < d`, so its
 //!    straggling index put is masked by the delete marker.
-//! 4. All of those timestamps go through [`super::clock`] (observed), so later ones are above
-//!    them; create times are unique in the process.
+//! 4. Nothing here rests on one server: every check is a check-and-mutate on the row, every
+//!    timestamp is computed from what the row holds (`u + 1`, tombstone `+ 2`), so the rules
+//!    above hold however requests are spread over servers and however their clocks disagree.
+//!    The serving server's clock ([`super::clock`]) only supplies "now"; computed timestamps go
+//!    through it (observed), so its later ones are above them. Create times strictly increase
+//!    over the incarnations of one row (each lands above the tombstone of the last delete);
+//!    between relationships of one node they are unique within one server only, and ties
+//!    (two servers, one millisecond) list by the other node's id.
 //! 5. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
 //!    that disconnects does not stop it between the relationship row and its index rows.
 //! 6. A node with relationships is not deleted (409) unless `cascade=true`, which deletes each
 //!    relationship (D8) first. Relationship create checks both nodes exist (404). These checks are
 //!    not atomic with concurrent writes on other rows (no multi-row transactions).
 
-use super::clock;
+use super::clock::Clock;
 use super::cursor;
 use super::error::{AppError, AppResult};
 use super::keys::{hash4, prefix_end, put_str, rev_time, unrev_time, KeyReader};
@@ -224,9 +230,10 @@ fn put(q: &[u8], value: Vec<u8>, ts: i64) -> Mutation {
 }
 
 /// The `g:u` value: update time then create time (8 B BE each). It is the check-and-mutate
-/// token: `u` orders the versions of one incarnation of a row, `c` (unique per process, see
-/// [`clock::tick_unique`]) tells incarnations apart, so a check never passes against a row that
-/// was deleted and re-created since it was read, even if the new `u` equals the old one.
+/// token: `u` orders the versions of one incarnation of a row, `c` (strictly increasing over
+/// the incarnations of one row, whichever server creates them: see [`create_row`]) tells
+/// incarnations apart, so a check never passes against a row that was deleted and re-created
+/// since it was read, even if the new `u` equals the old one.
 fn token(updated: i64, created: i64) -> Vec<u8> {
     let mut v = updated.to_be_bytes().to_vec();
     v.extend_from_slice(&created.to_be_bytes());
@@ -240,8 +247,8 @@ fn token(updated: i64, created: i64) -> Vec<u8> {
 /// Why the tombstone: a create must put its cells above the marker, or they stay masked and
 /// invisible. Markers cannot be read, so the tombstone records the marker's time; a create reads
 /// it, writes at a later time, and checks `g:u` still holds it.
-fn delete_with_tombstone(ts: i64) -> Vec<Mutation> {
-    clock::observe(ts.saturating_add(1));
+fn delete_with_tombstone(clock: &Clock, ts: i64) -> Vec<Mutation> {
+    clock.observe(ts.saturating_add(1));
     vec![
         Mutation::DeleteRow {
             timestamp: Some(ts),
@@ -255,15 +262,20 @@ fn delete_with_tombstone(ts: i64) -> Vec<Mutation> {
 /// `check_and_mutate(g:u == what was read)`: absent for a row never written, the tombstone of
 /// the last delete otherwise, with a create time above that delete's marker. Of N concurrent
 /// creates exactly one passes; the others re-read, find the row live and report a conflict.
-async fn create_row(kura: &Store, key: &[u8], props: &[u8]) -> AppResult<Option<i64>> {
+async fn create_row(
+    kura: &Store,
+    clock: &Clock,
+    key: &[u8],
+    props: &[u8],
+) -> AppResult<Option<i64>> {
     loop {
         let (expected, floor) = match load_state(kura, key).await? {
             State::Live(_) => return Ok(None),
             State::Absent => (Vec::new(), i64::MIN),
             State::Deleted { at, raw } => (raw, at.saturating_add(2)),
         };
-        let ts = clock::tick_unique().max(floor);
-        clock::observe(ts);
+        let ts = clock.tick_unique().max(floor);
+        clock.observe(ts);
         let cam = CheckAndMutate {
             row: key.to_vec(),
             family: FAMILY.into(),
@@ -484,13 +496,14 @@ async fn create_node(
     let new: NewNode = request::read_json(&req, body, &state.limits).await?;
     check_name("id", &new.id)?;
     let kura = state.kura.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let limits = state.limits.clone();
     let node = run_detached(async move {
         let props = new.properties.unwrap_or_default();
         let value = encode_props(&props);
         request::check_value(&limits, "the node's properties", &value)?;
-        let Some(ts) = create_row(&kura, &node_key(&new.id), &value).await? else {
+        let Some(ts) = create_row(&kura, &clock, &node_key(&new.id), &value).await? else {
             return Err(AppError::Conflict(format!(
                 "node {:?} already exists",
                 new.id
@@ -527,6 +540,7 @@ async fn update_node(
     let patch: PropertyPatch = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let node = run_detached(async move {
         let key = node_key(&id);
@@ -534,8 +548,8 @@ async fn update_node(
             let Some(old) = load(&kura, &key).await? else {
                 return Err(node_missing(&id));
             };
-            let ts = clock::tick().max(old.updated.saturating_add(1));
-            clock::observe(ts);
+            let ts = clock.tick().max(old.updated.saturating_add(1));
+            clock.observe(ts);
             let props = patch.apply(&old.props);
             let value = encode_props(&props);
             request::check_value(&limits, "the node's properties", &value)?;
@@ -612,7 +626,7 @@ async fn has_relationships(kura: &Store, x: &str) -> AppResult<bool> {
 }
 
 /// Deletes every relationship of node `x` (D8 for each), and any orphaned index row.
-async fn delete_all_relationships(kura: &Store, x: &str) -> AppResult<()> {
+async fn delete_all_relationships(kura: &Store, clock: &Clock, x: &str) -> AppResult<()> {
     loop {
         let (plen, rows) = node_index_rows(kura, x, 1000).await?;
         if rows.is_empty() {
@@ -621,7 +635,7 @@ async fn delete_all_relationships(kura: &Store, x: &str) -> AppResult<()> {
         for row in &rows {
             if let Some(entry) = decode_index(&row.key, plen) {
                 let (s, t, e) = relationship_of(x, &entry);
-                delete_relationship(kura, &s, &t, &e).await?;
+                delete_relationship(kura, clock, &s, &t, &e).await?;
             }
             // Whatever the relationship row said, this index row is now stale (its relationship
             // is gone, or was re-created at a later `c` under another key): delete the versions
@@ -652,6 +666,7 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
         }
     };
     let kura = state.kura.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     run_detached(async move {
         let key = node_key(&id);
@@ -660,26 +675,26 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
                 return Err(node_missing(&id));
             };
             if cascade {
-                delete_all_relationships(&kura, &id).await?;
+                delete_all_relationships(&kura, &clock, &id).await?;
             } else if has_relationships(&kura, &id).await? {
                 return Err(AppError::Conflict(format!(
                     "node {id:?} still has relationships; delete them or pass cascade=true"
                 )));
             }
-            let ts = clock::tick().max(old.updated.saturating_add(1));
-            clock::observe(ts);
+            let ts = clock.tick().max(old.updated.saturating_add(1));
+            clock.observe(ts);
             let cam = CheckAndMutate {
                 row: key.clone(),
                 family: FAMILY.into(),
                 qualifier: UPDATED.to_vec(),
                 expected: old.updated_raw,
-                mutations: delete_with_tombstone(ts),
+                mutations: delete_with_tombstone(&clock, ts),
             };
             if kura.check_and_mutate(TABLE, cam).await? {
                 if cascade {
                     // A relationship created while the node was being deleted (its create saw the
                     // node) would otherwise dangle.
-                    delete_all_relationships(&kura, &id).await?;
+                    delete_all_relationships(&kura, &clock, &id).await?;
                 }
                 return Ok(());
             }
@@ -702,6 +717,7 @@ async fn create_relationship(
     check_name("end", &new.end)?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let rel = run_detached(async move {
         for n in [&new.start, &new.end] {
@@ -713,7 +729,7 @@ async fn create_relationship(
         let value = encode_props(&props);
         request::check_value(&limits, "the relationship's properties", &value)?;
         let key = rel_key(&new.start, &new.rel_type, &new.end);
-        let Some(ts) = create_row(&kura, &key, &value).await? else {
+        let Some(ts) = create_row(&kura, &clock, &key, &value).await? else {
             return Err(AppError::Conflict(format!(
                 "relationship {:?} -{:?}-> {:?} already exists",
                 new.start, new.rel_type, new.end
@@ -758,6 +774,7 @@ async fn update_relationship(
     let patch: PropertyPatch = request::read_json(&req, body, &state.limits).await?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let rel = run_detached(async move {
         let key = rel_key(&s, &t, &e);
@@ -765,8 +782,8 @@ async fn update_relationship(
             let Some(old) = load(&kura, &key).await? else {
                 return Err(rel_missing(&s, &t, &e));
             };
-            let ts = clock::tick().max(old.updated.saturating_add(1));
-            clock::observe(ts);
+            let ts = clock.tick().max(old.updated.saturating_add(1));
+            clock.observe(ts);
             let props = patch.apply(&old.props);
             let value = encode_props(&props);
             request::check_value(&limits, "the relationship's properties", &value)?;
@@ -806,20 +823,26 @@ async fn update_relationship(
 }
 
 /// D8: deletes relationship `s -t-> e` and its index rows. `Ok(false)` if it did not exist.
-async fn delete_relationship(kura: &Store, s: &str, t: &str, e: &str) -> AppResult<bool> {
+async fn delete_relationship(
+    kura: &Store,
+    clock: &Clock,
+    s: &str,
+    t: &str,
+    e: &str,
+) -> AppResult<bool> {
     let key = rel_key(s, t, e);
     loop {
         let Some(old) = load(kura, &key).await? else {
             return Ok(false);
         };
-        let ts = clock::tick().max(old.updated.saturating_add(1));
-        clock::observe(ts);
+        let ts = clock.tick().max(old.updated.saturating_add(1));
+        clock.observe(ts);
         let cam = CheckAndMutate {
             row: key.clone(),
             family: FAMILY.into(),
             qualifier: UPDATED.to_vec(),
             expected: old.updated_raw,
-            mutations: delete_with_tombstone(ts),
+            mutations: delete_with_tombstone(clock, ts),
         };
         if !kura.check_and_mutate(TABLE, cam).await? {
             continue;
@@ -845,9 +868,10 @@ async fn delete_relationship_handler(
 ) -> AppResult<HttpResponse> {
     let (s, t, e) = rel_path(&req)?;
     let kura = state.kura.clone();
+    let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     run_detached(async move {
-        if delete_relationship(&kura, &s, &t, &e).await? {
+        if delete_relationship(&kura, &clock, &s, &t, &e).await? {
             Ok(())
         } else {
             Err(rel_missing(&s, &t, &e))

@@ -13,7 +13,9 @@
 //!   by check-and-mutate loops on the update timestamp.
 //! - [`keys`]: salt hash, reversed time, length-prefixed strings, partial-scan stop keys.
 //! - [`cursor`]: opaque paging cursors. [`scan`]: bounded merged scans.
-//! - [`request`]: body/query/path parsing into [`error::AppError`]s. [`clock`]: monotonic ms.
+//! - [`request`]: body/query/path parsing into [`error::AppError`]s.
+//! - [`clock`]: one server's monotonic ms ("now" for the formulas below).
+//! - [`sequence`]: per-owner ids with creation times, by check-and-mutate on a sequence row.
 //!
 //! # Invariants
 //! 1. Every application table is created with `SaltConfig { buckets: 256, prefix_len: Some(4) }`
@@ -25,6 +27,14 @@
 //!    `App` without `main`).
 //! 3. Every error leaves as the contract's JSON body (see [`error`]); unknown paths under
 //!    `/apps/` are a JSON 404, wrong methods a JSON 405.
+//! 4. Nothing the applications promise rests on state inside one process: any number of
+//!    servers may serve one store (Bigtable). Ids and creation times come from sequence rows,
+//!    entity changes from check-and-mutate loops whose timestamps are computed from the row,
+//!    counts from atomic increments; every row a request creates has a key no concurrent
+//!    request on another server can produce. A server keeps only its clock
+//!    ([`crate::state::AppState`]), which supplies "now". The one process-wide lock,
+//!    [`ensure_table`]'s, only spares duplicate `create_table` calls; across servers the
+//!    store's `TableExists` answer is what counts.
 
 pub mod actions;
 pub mod blog;
@@ -36,6 +46,7 @@ pub mod graph;
 pub mod keys;
 pub mod request;
 pub mod scan;
+pub mod sequence;
 
 use actix_web::web;
 use kura_backend::{Error as BackendError, FamilyDescriptor, SaltConfig, Store, TableDescriptor};
@@ -74,8 +85,10 @@ pub fn table_descriptor(name: &str, families: &[&str]) -> TableDescriptor {
 }
 
 /// Serializes table creation within the process, so a request never proceeds while another
-/// request's `create_table` of the same table is still in flight. (A tokio mutex because it is
-/// held across an `.await`; it is only taken when a table is missing.)
+/// request's `create_table` of the same table is still in flight in this process. (A tokio
+/// mutex because it is held across an `.await`; it is only taken when a table is missing.)
+/// Not needed for correctness: a `create_table` that loses to another server's answers
+/// `TableExists`, which counts as created.
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Creates the application table `name` if it is missing. Idempotent and cheap when it exists.
