@@ -50,9 +50,13 @@
 //!    over the incarnations of one row (each lands above the tombstone of the last delete);
 //!    between relationships of one node they are unique within one server only, and ties
 //!    (two servers, one millisecond) list by the other node's id.
-//! 5. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
+//! 5. A create or update re-reads the relationship after writing its index rows and deletes
+//!    them again if the incarnation it wrote them for has been deleted meanwhile
+//!    ([`drop_index_if_dead`]): on Bigtable, where deletes do not mask later puts, a straggling
+//!    index write would otherwise leave an entry for a deleted relationship.
+//! 6. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
 //!    that disconnects does not stop it between the relationship row and its index rows.
-//! 6. A node with relationships is not deleted (409) unless `cascade=true`, which deletes each
+//! 7. A node with relationships is not deleted (409) unless `cascade=true`, which deletes each
 //!    relationship (D8) first. Relationship create checks both nodes exist (404). These checks are
 //!    not atomic with concurrent writes on other rows (no multi-row transactions).
 
@@ -743,6 +747,7 @@ async fn create_relationship(
             })
             .collect();
         kura.mutate_rows(TABLE, ms).await?;
+        drop_index_if_dead(&kura, &new.start, &new.rel_type, &new.end, ts, ts).await?;
         Ok(Relationship {
             start: new.start,
             rel_type: new.rel_type,
@@ -808,6 +813,7 @@ async fn update_relationship(
                 })
                 .collect();
             kura.mutate_rows(TABLE, ms).await?;
+            drop_index_if_dead(&kura, &s, &t, &e, old.created, ts).await?;
             return Ok(Relationship {
                 start: s,
                 rel_type: t,
@@ -820,6 +826,44 @@ async fn update_relationship(
     })
     .await?;
     Ok(HttpResponse::Ok().json(rel))
+}
+
+/// After a create or update wrote the index rows of the relationship's incarnation created at
+/// `created`, at cell timestamp `ts`: if that incarnation is no longer live, a delete passed
+/// its check after ours and may have deleted the index rows before our write reached them.
+/// The embedded store's delete marker (at `d > ts`) masks such a straggling write; Bigtable
+/// has no markers, so the write would outlive the relationship as an orphan list entry. So
+/// delete what we wrote (every version at or below `ts`). Safe: index keys are per
+/// incarnation (they hold `created`, and a later incarnation's `created` is above the delete
+/// that ended this one), so no live entry is touched.
+///
+/// Why it suffices: our write either reached the index rows before the delete's index delete
+/// (which then removed it) or after it; in that case the delete's check-and-mutate came before
+/// our re-read, which therefore sees the incarnation dead.
+async fn drop_index_if_dead(
+    kura: &Store,
+    s: &str,
+    t: &str,
+    e: &str,
+    created: i64,
+    ts: i64,
+) -> AppResult<()> {
+    if let Some(now) = load(kura, &rel_key(s, t, e)).await? {
+        if now.created == created {
+            return Ok(());
+        }
+    }
+    let ms = index_keys(s, t, e, created)
+        .into_iter()
+        .map(|row| RowMutation {
+            row,
+            mutations: vec![Mutation::DeleteRow {
+                timestamp: Some(ts),
+            }],
+        })
+        .collect();
+    kura.mutate_rows(TABLE, ms).await?;
+    Ok(())
 }
 
 /// D8: deletes relationship `s -t-> e` and its index rows. `Ok(false)` if it did not exist.
