@@ -43,6 +43,24 @@ macro_rules! app {
     };
 }
 
+/// One of several servers over one store: the server's `App` with a state of its own (its own
+/// scanners, heatmap and applications' clock) whose clock reads the wall clock `$skew_ms` ms
+/// ahead (behind if negative). Two of these over one store share nothing but the store, as two
+/// processes behind a load balancer would.
+#[macro_export]
+macro_rules! server {
+    ($kura:expr, $skew_ms:expr) => {{
+        let mut state = kura::state::AppState::new($kura.clone(), kura::state::Limits::default());
+        state.clock = std::sync::Arc::new(kura::apps::clock::Clock::skewed($skew_ms));
+        actix_web::test::init_service(
+            actix_web::App::new()
+                .app_data(actix_web::web::Data::new(state))
+                .configure(kura::configure),
+        )
+        .await
+    }};
+}
+
 /// Sends a `TestRequest` to an app: `(status, JSON body or Null)`.
 #[macro_export]
 macro_rules! call {
