@@ -7,6 +7,10 @@
 //! `summary.md`, `chart.svg`. `--sweep regions` repeats all of it for each region count (and,
 //! with `--spawn-server`, for each arbiter count).
 //!
+//! Several servers (`--target a,b`, or `--spawn-server` with `--servers N` on
+//! `--spawn-backend bigtable`): every phase spreads its requests over all of them (`--spread`),
+//! the table is prepared through the first, and the correctness check reads every server.
+//!
 //! Exit codes: 0 ok, 1 a correctness check failed, 2 the run could not be made.
 
 use std::path::PathBuf;
@@ -18,8 +22,8 @@ use clap::Parser;
 use crate::error::{LoadError, Result};
 use crate::keygen::Distribution;
 use crate::report::{self, Machine, Ratio, RunResult, SweepPoint};
-use crate::runner::{self, Mode, PhaseConfig, PhaseResult};
-use crate::server::{wait_healthy, SpawnedServer};
+use crate::runner::{self, Mode, PhaseConfig, PhaseResult, Spread};
+use crate::server::{wait_healthy, Fleet, FleetSpec, SpawnBackend};
 use crate::workload::{Params, Verification, Workload, WorkloadName};
 
 /// Parse `10s`, `500ms`, `2m` or a bare number of seconds.
@@ -54,9 +58,19 @@ pub enum SweepKind {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "kura-load", version, about)]
 pub struct Args {
-    /// Server to drive (`host:port`, an `http://` prefix is accepted).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub target: String,
+    /// Server(s) to drive (`host:port`, an `http://` prefix is accepted): a comma-separated
+    /// list, or the option repeated, spreads the requests over all of them (`--spread`).
+    #[arg(
+        long,
+        alias = "url",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:8080"
+    )]
+    pub target: Vec<String>,
+    /// With several servers: send each request of a connection to the next server in turn
+    /// (`request`), or keep each connection on one server (`connection`).
+    #[arg(long, value_enum, default_value = "request")]
+    pub spread: Spread,
     /// Workload to run.
     #[arg(long, short = 'w', value_enum, default_value = "random-read")]
     pub workload: WorkloadName,
@@ -148,6 +162,18 @@ pub struct Args {
     /// Start this server binary on a free port with a temporary data dir instead of --target.
     #[arg(long)]
     pub spawn_server: Option<PathBuf>,
+    /// With --spawn-server: how many servers to start (more than one needs
+    /// `--spawn-backend bigtable`, where they share one instance).
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
+    /// With --spawn-server: the backend of the spawned servers. `bigtable` passes
+    /// `--backend bigtable --bigtable-project p --bigtable-instance i` and
+    /// `BIGTABLE_EMULATOR_HOST`, and starts an emulator for the run unless --emulator-host is given.
+    #[arg(long, value_enum, default_value = "embedded")]
+    pub spawn_backend: SpawnBackend,
+    /// A running Bigtable emulator (`host:port`) for `--spawn-backend bigtable`.
+    #[arg(long)]
+    pub emulator_host: Option<String>,
     /// Region threads of a spawned server (not in a sweep): `--workers N --arbiters N` (thread
     /// per core, the server's default, runs the regions on its N HTTP workers).
     #[arg(long)]
@@ -169,9 +195,17 @@ pub struct Args {
 }
 
 impl Args {
-    fn addr(&self) -> String {
-        let t = self.target.trim_start_matches("http://");
-        t.trim_end_matches('/').to_string()
+    fn addrs(&self) -> Vec<String> {
+        self.target
+            .iter()
+            .map(|t| t.trim())
+            .filter(|t| !t.is_empty())
+            .map(|t| {
+                t.trim_start_matches("http://")
+                    .trim_end_matches('/')
+                    .to_string()
+            })
+            .collect()
     }
 
     fn params(&self, nonce: u64) -> Params {
@@ -198,10 +232,11 @@ impl Args {
         }
     }
 
-    fn phase(&self, name: &str, addr: &str, mode: Mode, seed: u64) -> PhaseConfig {
+    fn phase(&self, name: &str, addrs: &[String], mode: Mode, seed: u64) -> PhaseConfig {
         PhaseConfig {
             name: name.to_string(),
-            addr: addr.to_string(),
+            addrs: addrs.to_vec(),
+            spread: self.spread,
             connections: self.connections,
             duration: self.duration,
             ops: self.ops,
@@ -230,8 +265,17 @@ fn invalid_answers(phases: &[PhaseResult], v: &mut Verification) {
     }
 }
 
-/// Baseline, prepare, load, run, verify against `addr`.
-pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Result<RunResult> {
+/// Baseline, prepare, load, run, verify against `addrs` (prepared through the first, verified on
+/// every one).
+pub async fn run_once(
+    args: &Args,
+    addrs: &[String],
+    params: Params,
+    seed: u64,
+) -> Result<RunResult> {
+    let first = addrs
+        .first()
+        .ok_or_else(|| LoadError::Args("no server to drive".into()))?;
     let (started, _) = now_unix();
     let disk = match &args.disk_probe {
         Some(dir) => Some(
@@ -243,16 +287,16 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
     let baseline = if args.no_baseline {
         None
     } else {
-        let cfg = args.phase("baseline", addr, Mode::Closed, seed);
+        let cfg = args.phase("baseline", addrs, Mode::Closed, seed);
         Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
     };
     let workload = Arc::new(Workload::new(args.workload, &params));
-    let mut conn = crate::client::Conn::new(addr, args.timeout)?;
+    let mut conn = crate::client::Conn::new(first, args.timeout)?;
     workload.prepare(&mut conn).await?;
     let mut phases = Vec::new();
     let rows = workload.load_rows();
     if rows > 0 {
-        let mut cfg = args.phase("load", addr, Mode::Closed, seed);
+        let mut cfg = args.phase("load", addrs, Mode::Closed, seed);
         cfg.connections = cfg.connections.clamp(1, 16);
         phases.push(
             runner::load_phase(&cfg, workload.clone(), rows, params.load_batch as u64).await?,
@@ -263,20 +307,24 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
         Some(_) => return Err(LoadError::Args("--rate must be positive".into())),
         None => Mode::Closed,
     };
-    let run = runner::run_phase(&args.phase("run", addr, mode, seed), workload.clone()).await?;
+    let run = runner::run_phase(&args.phase("run", addrs, mode, seed), workload.clone()).await?;
     let peak = run.summary.ok_throughput;
     phases.push(run);
     if args.half_peak {
         let rate = (peak / 2.0).max(1.0);
-        let cfg = args.phase("half-peak", addr, Mode::Open { rate }, seed ^ 1);
+        let cfg = args.phase("half-peak", addrs, Mode::Open { rate }, seed ^ 1);
         phases.push(runner::run_phase(&cfg, workload.clone()).await?);
     }
-    let mut verification = workload.verify(&mut conn).await?;
+    let mut check_conns = addrs
+        .iter()
+        .map(|a| crate::client::Conn::new(a, args.timeout))
+        .collect::<Result<Vec<_>>>()?;
+    let mut verification = workload.verify(&mut check_conns).await?;
     invalid_answers(&phases, &mut verification);
     // The ceiling again after the run: its drift bounds how far the ratios can be trusted.
     let baseline_after = match &baseline {
         Some(_) => {
-            let cfg = args.phase("baseline-after", addr, Mode::Closed, seed);
+            let cfg = args.phase("baseline-after", addrs, Mode::Closed, seed);
             // Not fatal: a failure here must not hide the verdict of the run before it.
             match runner::run_phase(&cfg, Arc::new(Workload::Health)).await {
                 Ok(p) => Some(p),
@@ -305,7 +353,7 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
         version: env!("CARGO_PKG_VERSION").into(),
         started_at_unix: started,
         machine: Machine::detect(),
-        target: addr.to_string(),
+        target: addrs.join(","),
         workload: args.workload.as_str(),
         params,
         connections: args.connections,
@@ -323,34 +371,56 @@ pub async fn run_once(args: &Args, addr: &str, params: Params, seed: u64) -> Res
     })
 }
 
-async fn start_server(args: &Args, arbiters: Option<usize>) -> Result<Option<SpawnedServer>> {
-    match &args.spawn_server {
-        Some(bin) => {
-            let mut s = SpawnedServer::start(
-                bin,
-                arbiters,
-                args.durability.as_deref(),
-                &args.server_args,
-                args.out.as_deref(),
-            )?;
-            wait_healthy(&s.addr, Duration::from_secs(60)).await?;
-            if s.exited() {
-                return Err(LoadError::Args("spawned server exited".into()));
-            }
-            Ok(Some(s))
+/// Start the servers of `--spawn-server` (none without it).
+async fn start_servers(args: &Args, arbiters: Option<usize>) -> Result<Option<Fleet>> {
+    let Some(bin) = &args.spawn_server else {
+        if args.servers != 1 || args.spawn_backend != SpawnBackend::Embedded {
+            return Err(LoadError::Args(
+                "--servers and --spawn-backend need --spawn-server".into(),
+            ));
         }
-        None => Ok(None),
+        return Ok(None);
+    };
+    let fleet = Fleet::start(&FleetSpec {
+        binary: bin,
+        servers: args.servers,
+        backend: args.spawn_backend,
+        emulator_host: args.emulator_host.as_deref(),
+        arbiters,
+        durability: args.durability.as_deref(),
+        extra: &args.server_args,
+        log_dir: args.out.as_deref(),
+    })
+    .await?;
+    if let Some(h) = &fleet.emulator_host {
+        eprintln!(
+            "kura-load: {} server(s) {} on the Bigtable emulator at {h}",
+            fleet.servers.len(),
+            fleet.addrs().join(",")
+        );
     }
+    Ok(Some(fleet))
+}
+
+/// The servers to drive: the spawned ones, else `--target`; each answering `/healthz`.
+async fn servers_of(args: &Args, fleet: &Option<Fleet>) -> Result<Vec<String>> {
+    let addrs = match fleet {
+        Some(f) => f.addrs(),
+        None => args.addrs(),
+    };
+    if addrs.is_empty() {
+        return Err(LoadError::Args("--target names no server".into()));
+    }
+    for a in &addrs {
+        wait_healthy(a, Duration::from_secs(5)).await?;
+    }
+    Ok(addrs)
 }
 
 async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
-    let server = start_server(args, args.arbiters).await?;
-    let addr = server
-        .as_ref()
-        .map(|s| s.addr.clone())
-        .unwrap_or_else(|| args.addr());
-    wait_healthy(&addr, Duration::from_secs(5)).await?;
-    let result = run_once(args, &addr, args.params(nonce), seed).await?;
+    let server = start_servers(args, args.arbiters).await?;
+    let addrs = servers_of(args, &server).await?;
+    let result = run_once(args, &addrs, args.params(nonce), seed).await?;
     drop(server);
     let md = report::summary_markdown(&result);
     println!("{md}");
@@ -386,18 +456,14 @@ async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
     let mut all_passed = true;
     let mut runs = Vec::new();
     for arb in arbiter_sets {
-        let server = start_server(args, arb).await?;
-        let addr = server
-            .as_ref()
-            .map(|s| s.addr.clone())
-            .unwrap_or_else(|| args.addr());
-        wait_healthy(&addr, Duration::from_secs(5)).await?;
+        let server = start_servers(args, arb).await?;
+        let addrs = servers_of(args, &server).await?;
         for (i, regions) in args.sweep_regions.iter().enumerate() {
             let mut a = args.clone();
             a.regions = Some(*regions);
             // A baseline per point: on a shared machine the HTTP ceiling drifts, and a ratio
             // is only honest against a ceiling measured under the same conditions.
-            let r = run_once(&a, &addr, a.params(nonce + i as u64), seed).await?;
+            let r = run_once(&a, &addrs, a.params(nonce + i as u64), seed).await?;
             let run = r.phases.iter().find(|p| p.name == "run");
             let (tput, p50, p99, errs) = run
                 .map(|p| {
@@ -527,6 +593,39 @@ mod tests {
         .expect("parse");
         assert_eq!(a.workload, WorkloadName::RandomRead);
         assert_eq!(a.sweep_regions, vec![1, 4]);
-        assert_eq!(a.addr(), "127.0.0.1:8080");
+        assert_eq!(a.addrs(), vec!["127.0.0.1:8080"]);
+    }
+
+    #[test]
+    fn cli_accepts_several_targets_listed_or_repeated() {
+        let a = Args::try_parse_from([
+            "kura-load",
+            "--target",
+            "http://127.0.0.1:1/,127.0.0.1:2",
+            "--url",
+            "127.0.0.1:3",
+            "-d",
+            "1s",
+        ])
+        .expect("parse");
+        assert_eq!(a.addrs(), vec!["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]);
+        assert_eq!(a.spread, Spread::Request);
+        let b = Args::try_parse_from([
+            "kura-load",
+            "--spawn-server",
+            "kura",
+            "--spawn-backend",
+            "bigtable",
+            "--servers",
+            "2",
+            "--spread",
+            "connection",
+            "-d",
+            "1s",
+        ])
+        .expect("parse");
+        assert_eq!(b.servers, 2);
+        assert_eq!(b.spawn_backend, SpawnBackend::Bigtable);
+        assert_eq!(b.spread, Spread::Connection);
     }
 }

@@ -5,6 +5,8 @@
 //!    (HTTP/1.1 without pipelining), so one worker = one connection = one request in flight.
 //! 2. After any transport error or timeout the connection is dropped and the next request
 //!    dials a fresh one; the failed request is reported, never retried silently.
+//! 3. A `Conn` over several servers ([`Conn::rotating`]) keeps one connection to each and sends
+//!    each request to the next server in turn; still one request in flight at a time.
 
 use std::time::Duration;
 
@@ -35,12 +37,32 @@ impl Resp {
     }
 }
 
-/// One keep-alive connection to the target server.
-pub struct Conn {
+/// One keep-alive connection to one server.
+struct Target {
     addr: String,
     host: HeaderValue,
-    timeout: Duration,
     sender: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl Target {
+    fn new(addr: &str) -> Result<Target> {
+        let host = HeaderValue::from_str(addr)
+            .map_err(|e| LoadError::Args(format!("bad address {addr}: {e}")))?;
+        Ok(Target {
+            addr: addr.to_string(),
+            host,
+            sender: None,
+        })
+    }
+}
+
+/// A worker's keep-alive connection: to one server, or one to each of several servers with
+/// requests sent round-robin over them (invariant 3).
+pub struct Conn {
+    targets: Vec<Target>,
+    /// Index of the target the next request goes to.
+    next: usize,
+    timeout: Duration,
     /// How many times this connection was (re)dialled.
     pub dials: u64,
 }
@@ -48,35 +70,43 @@ pub struct Conn {
 impl Conn {
     /// A connection to `addr` (`host:port`); dialled lazily on the first request.
     pub fn new(addr: &str, timeout: Duration) -> Result<Conn> {
-        let host = HeaderValue::from_str(addr)
-            .map_err(|e| LoadError::Args(format!("bad address {addr}: {e}")))?;
+        Conn::rotating(&[addr.to_string()], 0, timeout)
+    }
+
+    /// Connections to every server of `addrs`, each request going to the next one in turn,
+    /// starting at `addrs[first % addrs.len()]` (so workers start on different servers).
+    pub fn rotating(addrs: &[String], first: usize, timeout: Duration) -> Result<Conn> {
+        if addrs.is_empty() {
+            return Err(LoadError::Args("no server address".into()));
+        }
+        let targets = addrs
+            .iter()
+            .map(|a| Target::new(a))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Conn {
-            addr: addr.to_string(),
-            host,
+            next: first % targets.len(),
+            targets,
             timeout,
-            sender: None,
             dials: 0,
         })
     }
 
-    /// The address this connection dials.
+    /// The address the next request goes to.
     pub fn addr(&self) -> &str {
-        &self.addr
+        &self.targets[self.next].addr
     }
 
-    async fn dial(&mut self) -> Result<()> {
-        let stream = TcpStream::connect(&self.addr)
+    async fn dial(&mut self, i: usize) -> Result<()> {
+        let addr = self.targets[i].addr.clone();
+        let stream = TcpStream::connect(&addr)
             .await
             .map_err(|source| LoadError::Connect {
-                addr: self.addr.clone(),
+                addr: addr.clone(),
                 source,
             })?;
         stream
             .set_nodelay(true)
-            .map_err(|source| LoadError::Connect {
-                addr: self.addr.clone(),
-                source,
-            })?;
+            .map_err(|source| LoadError::Connect { addr, source })?;
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| LoadError::Http(e.to_string()))?;
@@ -84,7 +114,7 @@ impl Conn {
             // The connection task ends when the sender is dropped or the peer closes.
             let _ = conn.await;
         });
-        self.sender = Some(sender);
+        self.targets[i].sender = Some(sender);
         self.dials += 1;
         Ok(())
     }
@@ -97,14 +127,16 @@ impl Conn {
         body: Option<(&'static str, Bytes)>,
     ) -> Result<Resp> {
         let timeout = self.timeout;
-        match tokio::time::timeout(timeout, self.request_inner(method, path, body)).await {
+        let i = self.next;
+        self.next = (i + 1) % self.targets.len();
+        match tokio::time::timeout(timeout, self.request_inner(i, method, path, body)).await {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => {
-                self.sender = None;
+                self.targets[i].sender = None;
                 Err(e)
             }
             Err(_) => {
-                self.sender = None;
+                self.targets[i].sender = None;
                 Err(LoadError::Timeout(timeout))
             }
         }
@@ -112,21 +144,22 @@ impl Conn {
 
     async fn request_inner(
         &mut self,
+        i: usize,
         method: Method,
         path: &str,
         body: Option<(&'static str, Bytes)>,
     ) -> Result<Resp> {
-        let ready = match self.sender.as_mut() {
+        let ready = match self.targets[i].sender.as_mut() {
             Some(s) => s.ready().await.is_ok(),
             None => false,
         };
         if !ready {
-            self.dial().await?;
+            self.dial(i).await?;
         }
         let mut builder = Request::builder()
             .method(method)
             .uri(path)
-            .header(HOST, self.host.clone())
+            .header(HOST, self.targets[i].host.clone())
             .header(ACCEPT, "application/json");
         let payload = match body {
             Some((ctype, bytes)) => {
@@ -138,7 +171,7 @@ impl Conn {
         let req = builder
             .body(Full::new(payload))
             .map_err(|e| LoadError::Http(format!("building request for {path}: {e}")))?;
-        let sender = self
+        let sender = self.targets[i]
             .sender
             .as_mut()
             .ok_or_else(|| LoadError::Http("connection not established".into()))?;

@@ -12,6 +12,9 @@
 //!    never skipped to "catch up". Sends later than [`EARLY_WAKE`] after their slot are counted
 //!    (`late_start`): many of them mean the server, or this client, fell behind the schedule.
 //! 4. A phase ends at whichever comes first: `duration` elapsed or `ops` operations issued.
+//! 5. With several servers, worker `i` starts on server `i mod N`; with [`Spread::Request`] each
+//!    of its requests goes to the next server in turn, with [`Spread::Connection`] all of them
+//!    go to that one server.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,13 +46,44 @@ pub enum Mode {
     },
 }
 
+/// How requests are spread over several servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// Each request of a worker goes to the next server in turn (a page walk's pages, a write
+    /// and the read after it land on different servers).
+    Request,
+    /// Each worker keeps to one server (worker `i` on server `i mod N`).
+    Connection,
+}
+
+/// Worker `idx`'s connection over `addrs` (invariant 5).
+pub fn worker_conn(
+    addrs: &[String],
+    spread: Spread,
+    idx: usize,
+    timeout: Duration,
+) -> Result<Conn> {
+    match spread {
+        Spread::Request => Conn::rotating(addrs, idx, timeout),
+        Spread::Connection => {
+            let addr = addrs
+                .get(idx % addrs.len().max(1))
+                .ok_or_else(|| LoadError::Args("no server address".into()))?;
+            Conn::new(addr, timeout)
+        }
+    }
+}
+
 /// Bounds and shape of one phase.
 #[derive(Debug, Clone)]
 pub struct PhaseConfig {
     /// Label (`baseline`, `load`, `run`, ...).
     pub name: String,
-    /// `host:port`.
-    pub addr: String,
+    /// The servers (`host:port`), one or more.
+    pub addrs: Vec<String>,
+    /// How requests are spread over them.
+    pub spread: Spread,
     /// Connections (= workers).
     pub connections: usize,
     /// Time bound.
@@ -90,19 +124,22 @@ pub struct ServerFsyncs {
     pub slow: u64,
 }
 
-/// `kura_region_fsyncs_total` and `kura_region_fsyncs_slow_total` summed over every region, or
-/// `None` if the server has no such `/metrics` (another server, an older Kura).
-async fn scrape_fsyncs(addr: &str, timeout: Duration) -> Option<(f64, f64)> {
-    let mut conn = Conn::new(addr, timeout).ok()?;
-    let resp = conn.get("/metrics").await.ok()?;
-    if resp.status != 200 {
-        return None;
+/// `kura_region_fsyncs_total` and `kura_region_fsyncs_slow_total` summed over every region of
+/// every server, or `None` if a server has no such `/metrics` (another server, an older Kura,
+/// the Bigtable backend).
+async fn scrape_fsyncs(addrs: &[String], timeout: Duration) -> Option<(f64, f64)> {
+    let mut sum = (0.0, 0.0);
+    for addr in addrs {
+        let mut conn = Conn::new(addr, timeout).ok()?;
+        let resp = conn.get("/metrics").await.ok()?;
+        if resp.status != 200 {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&resp.body);
+        sum.0 += metric_sum(&text, "kura_region_fsyncs_total")?;
+        sum.1 += metric_sum(&text, "kura_region_fsyncs_slow_total")?;
     }
-    let text = String::from_utf8_lossy(&resp.body);
-    Some((
-        metric_sum(&text, "kura_region_fsyncs_total")?,
-        metric_sum(&text, "kura_region_fsyncs_slow_total")?,
-    ))
+    Some(sum)
 }
 
 /// The sum of every sample of metric `name` in a Prometheus text exposition (`None` if absent
@@ -155,7 +192,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
     let errors = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     // Before the clock starts: the scrape must not delay the phase's first operations.
-    let fsyncs_before = scrape_fsyncs(&cfg.addr, cfg.timeout).await;
+    let fsyncs_before = scrape_fsyncs(&cfg.addrs, cfg.timeout).await;
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
     let pb = progress_bar(cfg);
@@ -164,7 +201,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
         let workload = workload.clone();
         let (issued, done, errors, stop) =
             (issued.clone(), done.clone(), errors.clone(), stop.clone());
-        let mut conn = Conn::new(&cfg.addr, cfg.timeout)?;
+        let mut conn = worker_conn(&cfg.addrs, cfg.spread, idx, cfg.timeout)?;
         let mut worker = Worker::new(idx, cfg.seed, dist, keys);
         let (mode, max_ops) = (cfg.mode, cfg.ops);
         handles.push(tokio::spawn(async move {
@@ -256,7 +293,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
     }
     ticker.abort();
     pb.finish_and_clear();
-    let server_fsyncs = match (fsyncs_before, scrape_fsyncs(&cfg.addr, cfg.timeout).await) {
+    let server_fsyncs = match (fsyncs_before, scrape_fsyncs(&cfg.addrs, cfg.timeout).await) {
         (Some((f0, s0)), Some((f1, s1))) => Some(ServerFsyncs {
             fsyncs: (f1 - f0).max(0.0) as u64,
             slow: (s1 - s0).max(0.0) as u64,
@@ -298,7 +335,7 @@ pub async fn load_phase(
     let mut handles = Vec::new();
     for idx in 0..cfg.connections {
         let (workload, next, done, pb) = (workload.clone(), next.clone(), done.clone(), pb.clone());
-        let mut conn = Conn::new(&cfg.addr, cfg.timeout)?;
+        let mut conn = worker_conn(&cfg.addrs, cfg.spread, idx, cfg.timeout)?;
         let mut worker = Worker::new(idx, cfg.seed, crate::keygen::Distribution::Uniform, 1);
         handles.push(tokio::spawn(async move {
             let mut rec = Recorder::new();
@@ -361,12 +398,17 @@ mod tests {
     /// A bare HTTP/1.1 responder whose first answer to the workload is delayed by `stall`
     /// (`/metrics`, which the runner scrapes around a phase, is answered at once).
     async fn stalling_server(stall: Duration) -> String {
+        counting_server(stall, Arc::new(AtomicU64::new(0))).await
+    }
+
+    /// [`stalling_server`] that also counts the workload's requests in `hits`.
+    async fn counting_server(stall: Duration, hits: Arc<AtomicU64>) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let first = Arc::new(AtomicBool::new(true));
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
-                let first = first.clone();
+                let (first, hits) = (first.clone(), hits.clone());
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
@@ -379,6 +421,9 @@ mod tests {
                         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                             let scrape = buf.starts_with(b"GET /metrics ");
                             buf.drain(..end + 4);
+                            if !scrape {
+                                hits.fetch_add(1, Ordering::SeqCst);
+                            }
                             if !scrape && first.swap(false, Ordering::SeqCst) {
                                 tokio::time::sleep(stall).await;
                             }
@@ -397,7 +442,8 @@ mod tests {
     fn config(addr: String, mode: Mode) -> PhaseConfig {
         PhaseConfig {
             name: "t".into(),
-            addr,
+            addrs: vec![addr],
+            spread: Spread::Request,
             connections: 1,
             duration: Some(Duration::from_secs(1)),
             ops: None,
@@ -442,6 +488,33 @@ mod tests {
             .expect("run");
         assert_eq!(r.summary.ops, 123);
         assert_eq!(r.summary.kinds["health"].ops, 123);
+    }
+
+    #[tokio::test]
+    async fn requests_spread_over_every_server() {
+        for (spread, connections) in [(Spread::Request, 1), (Spread::Connection, 2)] {
+            let hits = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+            let mut cfg = config(String::new(), Mode::Closed);
+            cfg.addrs = vec![
+                counting_server(Duration::ZERO, hits[0].clone()).await,
+                counting_server(Duration::ZERO, hits[1].clone()).await,
+            ];
+            cfg.spread = spread;
+            cfg.connections = connections;
+            cfg.duration = None;
+            cfg.ops = Some(100);
+            let r = run_phase(&cfg, Arc::new(Workload::Health))
+                .await
+                .expect("run");
+            assert_eq!(r.summary.ops, 100);
+            let (a, b) = (
+                hits[0].load(Ordering::SeqCst),
+                hits[1].load(Ordering::SeqCst),
+            );
+            assert_eq!(a + b, 100, "{spread:?}");
+            // One connection alternating, or two connections one per server: both get some.
+            assert!(a >= 10 && b >= 10, "{spread:?}: {a} and {b}");
+        }
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! Starting a Kura server binary for a run (`--spawn-server PATH`).
+//! Starting Kura server binaries for a run (`--spawn-server PATH`, `--servers N`,
+//! `--spawn-backend bigtable`).
 //!
 //! # Invariants
 //! 1. The spawned server gets its own free port on 127.0.0.1 and its own temporary data
 //!    directory, removed when the handle is dropped.
 //! 2. The handle kills exactly the child it started (by its process handle), never by name.
+//! 3. A [`Fleet`] on the Bigtable backend serves one instance (`p`/`i`) of one emulator from
+//!    every server; an emulator the fleet started is killed after its servers.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,6 +40,18 @@ impl SpawnedServer {
         extra: &[String],
         log_dir: Option<&Path>,
     ) -> Result<SpawnedServer> {
+        SpawnedServer::start_with_env(binary, arbiters, durability, extra, &[], log_dir)
+    }
+
+    /// [`SpawnedServer::start`] with extra environment variables.
+    pub fn start_with_env(
+        binary: &Path,
+        arbiters: Option<usize>,
+        durability: Option<&str>,
+        extra: &[String],
+        env: &[(&str, &str)],
+        log_dir: Option<&Path>,
+    ) -> Result<SpawnedServer> {
         let port = free_port()?;
         let addr = format!("127.0.0.1:{port}");
         let data = tempfile::Builder::new()
@@ -60,6 +75,9 @@ impl SpawnedServer {
             cmd.arg("--durability").arg(d);
         }
         cmd.args(extra).stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         match log_dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
@@ -91,6 +109,114 @@ impl Drop for SpawnedServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Where spawned servers keep their data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpawnBackend {
+    /// Each server its own temporary data dir (one server only: two would not share data).
+    Embedded,
+    /// Every server on instance `p`/`i` of one Bigtable emulator (`--emulator-host`, or one
+    /// started for the run).
+    Bigtable,
+}
+
+/// The servers a run started (and the emulator they share, when the run started one).
+pub struct Fleet {
+    /// Dropped (killed) before the emulator: fields drop in declaration order.
+    pub servers: Vec<SpawnedServer>,
+    emulator: Option<kura_bigtable::emulator::Emulator>,
+    /// The emulator the servers use (`host:port`), on the Bigtable backend.
+    pub emulator_host: Option<String>,
+}
+
+/// How to start a [`Fleet`].
+pub struct FleetSpec<'a> {
+    pub binary: &'a Path,
+    pub servers: usize,
+    pub backend: SpawnBackend,
+    /// An emulator already running (`host:port`); `None`: start one for this fleet.
+    pub emulator_host: Option<&'a str>,
+    pub arbiters: Option<usize>,
+    pub durability: Option<&'a str>,
+    pub extra: &'a [String],
+    pub log_dir: Option<&'a Path>,
+}
+
+impl Fleet {
+    /// Start the servers one after the other, each answering `/healthz` before the next starts.
+    pub async fn start(spec: &FleetSpec<'_>) -> Result<Fleet> {
+        if spec.servers == 0 {
+            return Err(LoadError::Args("--servers must be at least 1".into()));
+        }
+        if spec.servers > 1 && spec.backend == SpawnBackend::Embedded {
+            return Err(LoadError::Args(
+                "--servers > 1 needs --spawn-backend bigtable: embedded servers do not share data"
+                    .into(),
+            ));
+        }
+        let mut fleet = Fleet {
+            servers: Vec::new(),
+            emulator: None,
+            emulator_host: None,
+        };
+        let mut extra = spec.extra.to_vec();
+        if spec.backend == SpawnBackend::Bigtable {
+            let host = match spec.emulator_host {
+                Some(h) => h.to_string(),
+                None => {
+                    // Emulator::start panics with how to install the emulator when it is missing.
+                    let emu = std::panic::catch_unwind(kura_bigtable::emulator::Emulator::start)
+                        .map_err(|_| {
+                            LoadError::Args("could not start the Bigtable emulator".into())
+                        })?;
+                    let host = emu.host.clone();
+                    fleet.emulator = Some(emu);
+                    host
+                }
+            };
+            extra.splice(
+                0..0,
+                [
+                    "--backend",
+                    "bigtable",
+                    "--bigtable-project",
+                    "p",
+                    "--bigtable-instance",
+                    "i",
+                ]
+                .map(String::from),
+            );
+            fleet.emulator_host = Some(host);
+        }
+        for _ in 0..spec.servers {
+            let env: Vec<(&str, &str)> = fleet
+                .emulator_host
+                .as_deref()
+                .map(|h| ("BIGTABLE_EMULATOR_HOST", h))
+                .into_iter()
+                .collect();
+            let mut s = SpawnedServer::start_with_env(
+                spec.binary,
+                spec.arbiters,
+                spec.durability,
+                &extra,
+                &env,
+                spec.log_dir,
+            )?;
+            wait_healthy(&s.addr, Duration::from_secs(60)).await?;
+            if s.exited() {
+                return Err(LoadError::Args(format!("spawned server {} exited", s.addr)));
+            }
+            fleet.servers.push(s);
+        }
+        Ok(fleet)
+    }
+
+    /// The servers' addresses, in start order.
+    pub fn addrs(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.addr.clone()).collect()
     }
 }
 

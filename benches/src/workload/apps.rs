@@ -16,6 +16,8 @@
 //!    same tables cannot satisfy or break this run's checks.
 //! 2. A write whose outcome is unknown (timeout, broken connection) is counted in `unknown`
 //!    and widens the accepted range by one; it is never assumed to have happened or not.
+//! 3. With several servers, the final state is read from each of them in full and checked
+//!    against the same acknowledged operations; a failure names the server (`[host:port]`).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -335,8 +337,8 @@ impl ListApp {
         }
     }
 
-    /// Walk every user's whole list and compare it with what was acknowledged.
-    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+    /// Walk every user's whole list on every server and compare it with what was acknowledged.
+    pub async fn verify(&self, conns: &mut [Conn]) -> Result<Verification> {
         let mut v = Verification {
             checked: true,
             ..Verification::default()
@@ -347,24 +349,37 @@ impl ListApp {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let unknown = self.unknown.load(Ordering::Relaxed);
-        let mut extras_total = 0u64;
-        let mut items_total = 0usize;
-        for (user, items) in &created {
-            let walk = match self.walk(conn, *user, 7, 1_000_000, None).await {
-                Ok(w) => w,
-                Err((_, msg)) => {
-                    v.failures.push(format!("final walk of user {user}: {msg}"));
-                    continue;
-                }
-            };
-            v.failures.extend(self.check_walk(*user, &walk, items));
-            let mine: HashSet<u64> = items.iter().map(|x| x.0).collect();
-            extras_total += walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
-            items_total += walk.items.len();
-        }
-        if extras_total > unknown {
-            v.failures.push(format!(
-                "{extras_total} listed items were never acknowledged (only {unknown} writes had an unknown outcome)"
+        let tags = server_tags(conns);
+        for (conn, tag) in conns.iter_mut().zip(&tags) {
+            let mut extras_total = 0u64;
+            let mut items_total = 0usize;
+            for (user, items) in &created {
+                let walk = match self.walk(conn, *user, 7, 1_000_000, None).await {
+                    Ok(w) => w,
+                    Err((_, msg)) => {
+                        v.failures
+                            .push(format!("{tag}final walk of user {user}: {msg}"));
+                        continue;
+                    }
+                };
+                v.failures.extend(
+                    self.check_walk(*user, &walk, items)
+                        .into_iter()
+                        .map(|f| format!("{tag}{f}")),
+                );
+                let mine: HashSet<u64> = items.iter().map(|x| x.0).collect();
+                extras_total += walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
+                items_total += walk.items.len();
+            }
+            if extras_total > unknown {
+                v.failures.push(format!(
+                    "{tag}{extras_total} listed items were never acknowledged (only {unknown} writes had an unknown outcome)"
+                ));
+            }
+            let acked: usize = created.values().map(Vec::len).sum();
+            v.notes.push(format!(
+                "{tag}{} users, {acked} acknowledged writes, {items_total} items listed by the final walks (page size 7), {unknown} unknown outcomes",
+                created.len()
             ));
         }
         let run_failures = self.failure_count.load(Ordering::Relaxed);
@@ -380,13 +395,16 @@ impl ListApp {
                     .cloned(),
             );
         }
-        let acked: usize = created.values().map(Vec::len).sum();
-        v.notes.push(format!(
-            "{} users, {acked} acknowledged writes, {items_total} items listed by the final walks (page size 7), {unknown} unknown outcomes",
-            created.len()
-        ));
         Ok(v)
     }
+}
+
+/// `[host:port] ` per connection when there are several servers, else nothing.
+fn server_tags(conns: &[Conn]) -> Vec<String> {
+    if conns.len() < 2 {
+        return vec![String::new(); conns.len()];
+    }
+    conns.iter().map(|c| format!("[{}] ", c.addr())).collect()
 }
 
 /// The access-counter workload.
@@ -455,12 +473,20 @@ impl Counter {
         }
     }
 
-    /// Compare the server's totals with the hits acknowledged.
-    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+    /// Compare every server's totals with the hits acknowledged.
+    pub async fn verify(&self, conns: &mut [Conn]) -> Result<Verification> {
         let mut v = Verification {
             checked: true,
             ..Verification::default()
         };
+        let tags = server_tags(conns);
+        for (conn, tag) in conns.iter_mut().zip(&tags) {
+            self.verify_on(conn, tag, &mut v).await?;
+        }
+        Ok(v)
+    }
+
+    async fn verify_on(&self, conn: &mut Conn, tag: &str, v: &mut Verification) -> Result<()> {
         let unknown = self.unknown.load(Ordering::Relaxed);
         // Each site's totals, keyed by (site, path).
         let mut server: HashMap<(usize, String), u64> = HashMap::new();
@@ -497,27 +523,27 @@ impl Counter {
             let got = server.remove(&(k % sites, format!("/p{k}"))).unwrap_or(0);
             if got < a || got > a + unknown {
                 v.failures.push(format!(
-                    "{}/p{k}: server counts {got}, {a} hits acknowledged ({unknown} unknown)",
+                    "{tag}{}/p{k}: server counts {got}, {a} hits acknowledged ({unknown} unknown)",
                     self.domain(k as u64)
                 ));
             }
         }
         for ((j, path), n) in server {
             v.failures.push(format!(
-                "{}{path}: {n} hits counted for a path never hit",
+                "{tag}{}{path}: {n} hits counted for a path never hit",
                 self.domains[j]
             ));
         }
         if total < sent || total > sent + unknown {
             v.failures.push(format!(
-                "domain totals {total} != {sent} hits acknowledged ({unknown} unknown)"
+                "{tag}domain totals {total} != {sent} hits acknowledged ({unknown} unknown)"
             ));
         }
         v.notes.push(format!(
-            "{} site(s) ({}...): {sent} hits acknowledged over {} URLs, server total {total}, {unknown} unknown",
+            "{tag}{} site(s) ({}...): {sent} hits acknowledged over {} URLs, server total {total}, {unknown} unknown",
             sites, self.domains[0], self.urls
         ));
-        Ok(v)
+        Ok(())
     }
 }
 
@@ -644,16 +670,28 @@ impl Graph {
     /// server (it updates the relationship row, then the index rows), so a mismatch is read
     /// again, up to 10 times 300 ms apart, before it counts. A correct server settles within
     /// milliseconds; a wrong one stays wrong.
-    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
-        let mut v = self.verify_once(conn).await?;
-        for _ in 0..10 {
-            if v.failures.is_empty() {
-                break;
+    /// With several servers, each one's view is checked (and settles) on its own.
+    pub async fn verify(&self, conns: &mut [Conn]) -> Result<Verification> {
+        let mut all = Verification {
+            checked: true,
+            ..Verification::default()
+        };
+        let tags = server_tags(conns);
+        for (conn, tag) in conns.iter_mut().zip(&tags) {
+            let mut v = self.verify_once(conn).await?;
+            for _ in 0..10 {
+                if v.failures.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                v = self.verify_once(conn).await?;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            v = self.verify_once(conn).await?;
+            all.failures
+                .extend(v.failures.into_iter().map(|f| format!("{tag}{f}")));
+            all.notes
+                .extend(v.notes.into_iter().map(|n| format!("{tag}{n}")));
         }
-        Ok(v)
+        Ok(all)
     }
 
     async fn verify_once(&self, conn: &mut Conn) -> Result<Verification> {

@@ -11,7 +11,7 @@
 //!    reports its kind, outcome and rows; the runner times it.
 //! 2. A workload never reads a key before the load phase or an acknowledged insert wrote it,
 //!    so a 404 on a read is an error, never an expected miss.
-//! 3. `verify` only passes when the server's final state equals what the acknowledged
+//! 3. `verify` only passes when every server's final state equals what the acknowledged
 //!    operations imply; an operation whose outcome is unknown (timeout, broken connection)
 //!    widens the accepted range instead of being assumed either way.
 
@@ -328,14 +328,14 @@ impl Workload {
         }
     }
 
-    /// The end-of-run correctness check.
-    pub async fn verify(&self, conn: &mut Conn) -> Result<Verification> {
+    /// The end-of-run correctness check, on every server of `conns` (one connection each).
+    pub async fn verify(&self, conns: &mut [Conn]) -> Result<Verification> {
         match self {
             Workload::Health | Workload::Pe(_) | Workload::Ycsb(_) => Ok(Verification::default()),
-            Workload::Blog(b) => b.verify(conn).await,
-            Workload::Actions(a) => a.verify(conn).await,
-            Workload::Counter(c) => c.verify(conn).await,
-            Workload::Graph(g) => g.verify(conn).await,
+            Workload::Blog(b) => b.verify(conns).await,
+            Workload::Actions(a) => a.verify(conns).await,
+            Workload::Counter(c) => c.verify(conns).await,
+            Workload::Graph(g) => g.verify(conns).await,
         }
     }
 }
