@@ -7,9 +7,13 @@
 //! Bigtable table id.
 //!
 //! # Invariants
-//! 1. A descriptor row is written (insert-if-absent) before its Bigtable table is created and
-//!    deleted after the table is, so a table Kura knows of is never left without a row; a
-//!    failed create deletes its row again.
+//! 1. A create first claims the table's row (insert-if-absent of `m:creating`), then creates
+//!    the Bigtable table, then publishes `m:descriptor` (and clears the claim). Readers see
+//!    only `m:descriptor`, so no server uses a table before Bigtable has it: a concurrent
+//!    create on another server waits for the claim's outcome and answers `TableExists` once
+//!    the table is there. A claim left by a crashed creator is taken over after
+//!    [`CLAIM_PATIENCE`]. A failed create deletes its row again; a drop deletes the row after
+//!    the table, so a table Kura knows of is never left without a row.
 //! 2. Cached descriptors are at most [`CACHE_TTL`] old; a miss, or a family the cached
 //!    descriptor lacks, is re-read from `kura_meta` before answering "no such table/family".
 //! 3. The table id is the HBase name when that is a legal Bigtable id of at most 50 chars and
@@ -44,6 +48,9 @@ pub const META_TABLE: &str = "kura_meta";
 pub const RESERVED_FAMILY: &str = "_kura";
 /// How long `_kura` cells are kept (idempotency retention).
 pub const RESERVED_RETENTION_SECS: i64 = 24 * 3600;
+/// How long a create waits for another server's claim on the same table before it takes the
+/// claim over (its creator is taken to have crashed).
+pub const CLAIM_PATIENCE: Duration = Duration::from_secs(30);
 /// How long a cached descriptor is trusted.
 pub const CACHE_TTL: Duration = Duration::from_secs(1);
 const ROW_PREFIX: &[u8] = b"table:";
@@ -366,31 +373,67 @@ impl Schemas {
 
     /// Write a descriptor row; with `if_absent`, only if the row has none (`Ok(false)` if it
     /// had).
-    async fn put_meta(&self, desc: &TableDescriptor, if_absent: bool) -> Result<bool> {
+    /// Claim the table's row for a create: writes `m:creating` unless the row holds anything
+    /// (a published descriptor or another create's claim). True if this call claimed it.
+    async fn claim(&self, desc: &TableDescriptor) -> Result<bool> {
+        let table_name = self.meta_name();
+        let req = CheckAndMutateRowRequest {
+            table_name: table_name.clone(),
+            app_profile_id: self.conn.app_profile.clone(),
+            row_key: row_key(&desc.name),
+            predicate_filter: Some(crate::filters::family("m")),
+            false_mutations: vec![set_cell(
+                "m",
+                b"creating",
+                table_id(&desc.name).into_bytes(),
+            )],
+            ..Default::default()
+        };
+        let resp = self
+            .conn
+            .data()
+            .get_client()
+            .check_and_mutate_row(self.conn.data_request(&table_name, req, true))
+            .await
+            .map_err(|s| map_status(META_TABLE, &s))?;
+        Ok(!resp.into_inner().predicate_matched)
+    }
+
+    /// True while a create's claim on the table's row stands.
+    async fn claimed(&self, name: &str) -> Result<bool> {
+        let req = v2::ReadRowsRequest {
+            table_name: self.meta_name(),
+            app_profile_id: self.conn.app_profile.clone(),
+            rows: Some(RowSet {
+                row_keys: vec![row_key(name)],
+                row_ranges: vec![],
+            }),
+            filter: Some(chain(vec![
+                column("m", b"creating"),
+                rf(Filter::CellsPerColumnLimitFilter(1)),
+            ])),
+            ..Default::default()
+        };
+        Ok(!read_rows(&self.conn, META_TABLE, req).await?.is_empty())
+    }
+
+    /// Publish a table's descriptor (and clear a create's claim): from now on every server
+    /// sees the table with these families.
+    async fn put_meta(&self, desc: &TableDescriptor) -> Result<()> {
         let json = serde_json::to_vec(desc)
             .map_err(|e| Error::Internal(format!("descriptor to JSON: {e}")))?;
         let muts = vec![
             set_cell("m", b"descriptor", json),
             set_cell("m", b"id", table_id(&desc.name).into_bytes()),
+            Mutation {
+                mutation: Some(M::DeleteFromColumn(v2::mutation::DeleteFromColumn {
+                    family_name: "m".into(),
+                    column_qualifier: b"creating".to_vec(),
+                    time_range: None,
+                })),
+            },
         ];
-        let mut data = self.conn.data();
         let table_name = self.meta_name();
-        if if_absent {
-            let req = CheckAndMutateRowRequest {
-                table_name: table_name.clone(),
-                app_profile_id: self.conn.app_profile.clone(),
-                row_key: row_key(&desc.name),
-                predicate_filter: Some(column("m", b"descriptor")),
-                false_mutations: muts,
-                ..Default::default()
-            };
-            let resp = data
-                .get_client()
-                .check_and_mutate_row(self.conn.data_request(&table_name, req, true))
-                .await
-                .map_err(|s| map_status(META_TABLE, &s))?;
-            return Ok(!resp.into_inner().predicate_matched);
-        }
         let req = v2::MutateRowRequest {
             table_name: table_name.clone(),
             app_profile_id: self.conn.app_profile.clone(),
@@ -398,11 +441,13 @@ impl Schemas {
             mutations: muts,
             ..Default::default()
         };
-        data.get_client()
+        self.conn
+            .data()
+            .get_client()
             .mutate_row(self.conn.data_request(&table_name, req, true))
             .await
             .map_err(|s| map_status(META_TABLE, &s))?;
-        Ok(true)
+        Ok(())
     }
 
     async fn delete_meta(&self, name: &str) -> Result<()> {
@@ -430,8 +475,21 @@ impl Schemas {
         validate_descriptor(&desc)?;
         check_family_names(&desc.families)?;
         self.ensure_meta().await?;
-        if !self.put_meta(&desc, true).await? {
-            return Err(Error::TableExists(desc.name));
+        let mut took_over = false;
+        let waiting_since = Instant::now();
+        while !self.claim(&desc).await? {
+            // Another create holds the row: answer when its outcome is known.
+            if self.fresh(&desc.name).await?.is_some() {
+                return Err(Error::TableExists(desc.name));
+            }
+            if !self.claimed(&desc.name).await? {
+                continue; // that create failed and removed its claim: try again
+            }
+            if waiting_since.elapsed() >= CLAIM_PATIENCE {
+                took_over = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let mut families: HashMap<String, ColumnFamily> = desc
             .families
@@ -454,12 +512,18 @@ impl Schemas {
             .admin()
             .create_table(self.conn.admin_request("parent", &parent, req))
             .await;
-        if let Err(s) = created {
-            // Leave no row behind for a table that was not created.
-            let _ = self.delete_meta(&desc.name).await;
-            self.forget(&desc.name);
-            return Err(map_status(&desc.name, &s));
+        match created {
+            Ok(_) => {}
+            // A crashed creator's table, made before it could publish: finish its create.
+            Err(s) if took_over && s.code() == tonic::Code::AlreadyExists => {}
+            Err(s) => {
+                // Leave no row behind for a table that was not created.
+                let _ = self.delete_meta(&desc.name).await;
+                self.forget(&desc.name);
+                return Err(map_status(&desc.name, &s));
+            }
         }
+        self.put_meta(&desc).await?;
         let full_name = self.conn.table_name(&table_id(&desc.name));
         let name = desc.name.clone();
         self.remember(&name, Some(Arc::new(TableInfo { desc, full_name })));
@@ -521,7 +585,7 @@ impl Schemas {
                 .await
                 .map_err(|s| map_status(&new_desc.name, &s))?;
         }
-        self.put_meta(&new_desc, false).await?;
+        self.put_meta(&new_desc).await?;
         self.remember(
             &new_desc.name,
             Some(Arc::new(TableInfo {

@@ -236,3 +236,28 @@ async fn unknown_tables_and_families_are_reported() {
         .await
         .unwrap();
 }
+
+/// Two servers creating one table at once (two Kura servers starting together both create the
+/// applications' tables): one creates it, the other answers `TableExists`, and neither answers
+/// before Bigtable has the table, so a write right after either answer lands.
+#[tokio::test]
+async fn concurrent_creates_of_one_table_answer_once_and_only_when_it_exists() {
+    let emu = Emulator::start();
+    let (a, b) = (emu.backend().await, emu.backend().await);
+    for round in 0..5 {
+        let name = format!("race{round}");
+        let desc = table(&name, &[("cf", 1, None)]);
+        let (ra, rb) = tokio::join!(a.create_table(desc.clone()), b.create_table(desc.clone()));
+        let created = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(created, 1, "round {round}: {ra:?} {rb:?}");
+        for (side, r) in [(&a, &ra), (&b, &rb)] {
+            assert!(
+                r.is_ok() || matches!(r, Err(Error::TableExists(_))),
+                "round {round}: {r:?}"
+            );
+            side.mutate_rows(&name, vec![put("r", "cf", "q", "v")])
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: a write after the create: {e}"));
+        }
+    }
+}
