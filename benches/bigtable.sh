@@ -87,11 +87,12 @@ for w in blog actions counter graph; do
         p=$(field "$1" '.passed | tostring')
         case "$p" in true) echo pass ;; false) echo FAIL ;; *) echo "not run" ;; esac
     }
-    rows+=("| $w | $(fmt "$(field "$one" '.ratios[] | select(.phase == "run") | .throughput')") \
-| $(fmt "$(field "$two" '.ratios[] | select(.phase == "run") | .throughput')") \
+    rows+=("| $w | 2 servers / 1 server \
 | $(ratio "$(field "$two" "$run | .ok_throughput")" "$(field "$one" "$run | .ok_throughput")") \
 | $(ratio "$(field "$two" "$run | .latency.p50_us")" "$(field "$one" "$run | .latency.p50_us")") \
 | $(ratio "$(field "$two" "$run | .latency.p99_us")" "$(field "$one" "$run | .latency.p99_us")") \
+| $(fmt "$(field "$one" '.ratios[] | select(.phase == "run") | .throughput')") / \
+$(fmt "$(field "$two" '.ratios[] | select(.phase == "run") | .throughput')") \
 | $(check "$one") / $(check "$two") |")
 done
 
@@ -105,21 +106,24 @@ if [ $rc -ne 0 ]; then
 fi
 read_json="$out/read.json"
 
+reads() {
+    local w e
+    w=$(field "$read_json" '(.grpc.wrong + .kura.wrong) | tostring')
+    e=$(field "$read_json" '(.grpc.errors + .kura.errors) | tostring')
+    [ -n "$w" ] && echo "$w wrong, $e failed reads" || echo "not run"
+}
 echo
-echo "Application workloads, $conns connections, ${secs}s runs; one server vs two on one emulator:"
+echo "$conns connections; application runs ${secs}s each, reads ${read_secs}s x $rounds rounds:"
 echo
-echo "| workload | 1 server: x healthz | 2 servers: x healthz | throughput 2 / 1 | p50 2 / 1 | p99 2 / 1 | checks 1 / 2 |"
+echo "| workload | compared | throughput | p50 latency | p99 latency | x healthz, 1 / 2 servers | checks, 1 / 2 servers |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
-echo
-echo "The same row, $conns concurrent readers, ${read_secs}s x $rounds rounds:"
-echo
-echo "| Kura GET / bare gRPC ReadRows | p50 latency | p99 latency | throughput |"
-echo "|---|---|---|---|"
-echo "| ratio | $(fmt "$(field "$read_json" '.ratio.p50')") | $(fmt "$(field "$read_json" '.ratio.p99')") | $(fmt "$(field "$read_json" '.ratio.throughput')") |"
+echo "| read one row | Kura GET / bare gRPC ReadRows \
+| $(fmt "$(field "$read_json" '.ratio.throughput')") | $(fmt "$(field "$read_json" '.ratio.p50')") \
+| $(fmt "$(field "$read_json" '.ratio.p99')") | - | $(reads) |"
 echo
 echo "(x healthz: the run's throughput over the same run's GET /healthz baseline, same servers and"
-echo "connections. 2 / 1: the two-server run over the one-server run. Results in $out.)"
+echo "connections. Results in $out.)"
 if [ ${#fails[@]} -gt 0 ]; then
     echo
     echo "FAILED:"
