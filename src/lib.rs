@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - [`config`]: command-line and environment configuration (clap).
+//! - [`copy`]: `kura copy`, streaming a table between REST endpoints and backends.
 //! - [`state`]: [`state::AppState`], what every handler receives.
 //! - [`error`]: [`error::ApiError`], the one error type of the HTTP edge.
 //! - [`rest`]: the HBase REST ("Stargate") surface: rowspecs, cell sets, scanners, schemas, filters.
@@ -15,6 +16,7 @@
 
 pub mod apps;
 pub mod config;
+pub mod copy;
 pub mod error;
 pub mod ops;
 pub mod rest;

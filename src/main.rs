@@ -38,6 +38,10 @@ fn no_transparent_huge_pages() {
 }
 
 fn main() -> std::process::ExitCode {
+    // `kura copy ...` is a subcommand of its own (src/copy/); anything else serves.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "copy") {
+        return kura::copy::main(std::env::args_os().skip(1));
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

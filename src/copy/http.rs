@@ -1,0 +1,347 @@
+//! A small HBase REST client over hyper's HTTP/1.1 connection (one keep-alive connection per
+//! side): schemas, CellSet `PUT`s keeping every timestamp, and stateful scanners
+//! (`shared/HBASE_REST.md` §2, §4).
+//!
+//! # Invariants
+//! 1. Every request the copy sends is idempotent (cells carry explicit timestamps), so a
+//!    request that failed on a dropped connection or a 503 is retried, a few times with backoff.
+//! 2. An answer body is read up to [`MAX_ANSWER`] bytes, never more.
+
+use super::side::unexpected;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{header, Method, Request, StatusCode, Uri};
+use kura_backend::{Cell, Row, TableDescriptor};
+use std::time::Duration;
+
+/// Largest answer body read (a scanner answer of a few thousand cells is far below it).
+const MAX_ANSWER: usize = 1 << 30;
+
+/// Attempts per request on a dropped connection or a 503.
+const ATTEMPTS: u32 = 6;
+
+/// One answer.
+pub struct Reply {
+    pub status: StatusCode,
+    pub location: Option<String>,
+    pub body: Bytes,
+}
+
+/// An HBase REST endpoint.
+pub struct HttpClient {
+    host: String,
+    port: u16,
+    authority: String,
+    /// Path prefix of the endpoint (empty, or `/something` without a trailing `/`).
+    prefix: String,
+    conn: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
+}
+
+impl HttpClient {
+    /// A client for `http://host[:port][/prefix]` (nothing is connected yet).
+    pub fn new(url: &str) -> Result<HttpClient, String> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(format!(
+                    "{url}: https is not supported yet; reach the endpoint over http (an SSH \
+                     tunnel or a local proxy)"
+                ))
+            }
+            _ => return Err(format!("{url}: use http://HOST:PORT")),
+        }
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| format!("{url}: no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if uri.query().is_some() {
+            return Err(format!("{url}: a side URL takes no query string"));
+        }
+        let port = uri.port_u16().unwrap_or(80);
+        Ok(HttpClient {
+            authority: uri.authority().map(|a| a.to_string()).unwrap_or_default(),
+            host,
+            port,
+            prefix: uri.path().trim_end_matches('/').to_string(),
+            conn: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", self.authority))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("cannot talk HTTP to {}: {e}", self.authority))?;
+        actix_rt::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    /// Sends one request (retrying as invariant 1 says); `path` is below the prefix.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> Result<Reply, String> {
+        let mut last = String::new();
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
+            }
+            match self
+                .send_once(&method, path, content_type, body.clone())
+                .await
+            {
+                Ok(r) if r.status == StatusCode::SERVICE_UNAVAILABLE => {
+                    last = unexpected(&format!("{method} {path}"), &r);
+                }
+                Ok(r) => return Ok(r),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    async fn send_once(
+        &self,
+        method: &Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> Result<Reply, String> {
+        let mut guard = self.conn.lock().await;
+        let mut sender = match guard.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => self.connect().await?,
+        };
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(format!("{}{path}", self.prefix))
+            .header(header::HOST, &self.authority)
+            .header(header::ACCEPT, "application/json");
+        if let Some(ct) = content_type {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| format!("{method} {path}: {e}"))?;
+        let failed =
+            |e: &dyn std::fmt::Display| format!("{method} {path} on {}: {e}", self.authority);
+        sender.ready().await.map_err(|e| failed(&e))?;
+        let resp = sender.send_request(req).await.map_err(|e| failed(&e))?;
+        let status = resp.status();
+        let location = resp
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = Limited::new(resp.into_body(), MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| failed(&e))?
+            .to_bytes();
+        *guard = Some(sender);
+        Ok(Reply {
+            status,
+            location,
+            body,
+        })
+    }
+
+    /// `GET /{t}/schema`, `None` on 404.
+    pub async fn schema(&self, table: &str) -> Result<Option<TableDescriptor>, String> {
+        let r = self
+            .send(Method::GET, &format!("/{table}/schema"), None, Bytes::new())
+            .await?;
+        match r.status {
+            StatusCode::OK => parse_schema(table, &r.body).map(Some),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(unexpected(&format!("reading the schema of {table}"), &r)),
+        }
+    }
+
+    /// `PUT /{t}/schema` with `desc`'s families and attributes.
+    pub async fn create(&self, desc: &TableDescriptor) -> Result<(), String> {
+        let body = crate::rest::schema::render(crate::rest::media::Repr::Json, desc);
+        let r = self
+            .send(
+                Method::PUT,
+                &format!("/{}/schema", desc.name),
+                Some("application/json"),
+                Bytes::from(body),
+            )
+            .await?;
+        if r.status.is_success() {
+            Ok(())
+        } else {
+            Err(unexpected(&format!("creating table {}", desc.name), &r))
+        }
+    }
+
+    /// `PUT /{t}/fakerow` with a CellSet of `rows`, every cell with its timestamp.
+    pub async fn put_rows(&self, table: &str, rows: &[Row]) -> Result<(), String> {
+        let body = crate::rest::cellset::render(crate::rest::media::Repr::Json, rows);
+        let r = self
+            .send(
+                Method::PUT,
+                &format!("/{table}/fakerow"),
+                Some("application/json"),
+                Bytes::from(body),
+            )
+            .await?;
+        if r.status.is_success() {
+            Ok(())
+        } else {
+            Err(unexpected(&format!("writing rows to {table}"), &r))
+        }
+    }
+
+    /// Creates a scanner over every version from `start` (inclusive); returns its path.
+    pub async fn open_scanner(
+        &self,
+        table: &str,
+        start: Option<&[u8]>,
+        batch_cells: usize,
+    ) -> Result<String, String> {
+        let mut model = serde_json::json!({
+            "batch": batch_cells,
+            "maxVersions": i32::MAX,
+        });
+        if let Some(s) = start {
+            model["startRow"] = crate::rest::media::b64_encode(s).into();
+        }
+        let r = self
+            .send(
+                Method::PUT,
+                &format!("/{table}/scanner"),
+                Some("application/json"),
+                Bytes::from(model.to_string()),
+            )
+            .await?;
+        if r.status != StatusCode::CREATED {
+            return Err(unexpected(&format!("opening a scanner on {table}"), &r));
+        }
+        let location = r
+            .location
+            .ok_or_else(|| format!("the scanner on {table} came back without a Location"))?;
+        // Absolute (`http://host:port/t/scanner/id`) in HBase and Kura; keep the path only.
+        let path = match location.parse::<Uri>() {
+            Ok(u) if u.scheme().is_some() => u.path().to_string(),
+            _ => location,
+        };
+        Ok(path
+            .strip_prefix(&self.prefix)
+            .map(str::to_string)
+            .unwrap_or(path))
+    }
+
+    /// The scanner's next answer; `None` once it is exhausted (204).
+    pub async fn scanner_next(&self, path: &str) -> Result<Option<Vec<Row>>, String> {
+        let r = self.send(Method::GET, path, None, Bytes::new()).await?;
+        match r.status {
+            StatusCode::NO_CONTENT => Ok(None),
+            StatusCode::OK => parse_rows(&r.body).map(Some),
+            _ => Err(unexpected(&format!("reading scanner {path}"), &r)),
+        }
+    }
+
+    /// Deletes a scanner (best effort: an unknown one is already gone).
+    pub async fn delete_scanner(&self, path: &str) {
+        let _ = self.send(Method::DELETE, path, None, Bytes::new()).await;
+    }
+}
+
+/// A JSON TableSchema as a descriptor, through the server's own schema rules.
+fn parse_schema(table: &str, body: &[u8]) -> Result<TableDescriptor, String> {
+    use serde_json::Value;
+    let bad = |why: &str| format!("the schema of {table} is not a TableSchema: {why}");
+    let v: Value = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
+    let Value::Object(obj) = v else {
+        return Err(bad("not an object"));
+    };
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut schema = crate::rest::schema::SchemaIn::default();
+    for (k, v) in obj {
+        match k.as_str() {
+            "name" | "IS_META" | "IS_ROOT" => {}
+            "ColumnSchema" => {
+                let list = match v {
+                    Value::Array(a) => a,
+                    other => vec![other],
+                };
+                for c in list {
+                    let Value::Object(c) = c else {
+                        return Err(bad("a ColumnSchema is not an object"));
+                    };
+                    let mut name = None;
+                    let mut attrs = std::collections::BTreeMap::new();
+                    for (ck, cv) in c {
+                        if ck == "name" {
+                            name = Some(text(&cv));
+                        } else {
+                            attrs.insert(ck, text(&cv));
+                        }
+                    }
+                    schema
+                        .families
+                        .push((name.ok_or_else(|| bad("a family has no name"))?, attrs));
+                }
+            }
+            _ => {
+                schema.attrs.insert(k, text(&v));
+            }
+        }
+    }
+    crate::rest::schema::descriptor_from(table, schema).map_err(|e| bad(&e.to_string()))
+}
+
+/// A JSON CellSet as rows (columns split at their first `:`).
+fn parse_rows(body: &[u8]) -> Result<Vec<Row>, String> {
+    let rows = crate::rest::cellset::parse_cellset(crate::rest::media::Repr::Json, body)
+        .map_err(|e| format!("a scanner answer is not a CellSet: {e}"))?;
+    rows.into_iter()
+        .map(|r| {
+            let key = r.key.ok_or("a scanner answer has a row without a key")?;
+            let cells = r
+                .cells
+                .into_iter()
+                .map(|c| {
+                    let column = c
+                        .column
+                        .ok_or("a scanner answer has a cell without a column")?;
+                    let colon = column
+                        .iter()
+                        .position(|&b| b == b':')
+                        .ok_or("a scanner answer has a column without ':'")?;
+                    Ok(Cell {
+                        family: column[..colon].to_vec(),
+                        qualifier: column[colon + 1..].to_vec(),
+                        timestamp: c
+                            .timestamp
+                            .ok_or("a scanner answer has a cell without a timestamp")?,
+                        value: c.value,
+                    })
+                })
+                .collect::<Result<Vec<Cell>, &str>>()?;
+            Ok(Row { key, cells })
+        })
+        .collect::<Result<Vec<Row>, &str>>()
+        .map_err(str::to_string)
+}
