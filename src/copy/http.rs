@@ -21,6 +21,16 @@ const MAX_ANSWER: usize = 1 << 30;
 /// Attempts per request on a dropped connection or a 503.
 const ATTEMPTS: u32 = 6;
 
+/// What a scanner `GET` answered.
+pub enum Next {
+    /// Rows (the last one may go on in the next answer).
+    Rows(Vec<Row>),
+    /// 204: nothing more.
+    Exhausted,
+    /// 404: the server no longer has this scanner (idle timeout, restart).
+    Gone,
+}
+
 /// One answer.
 pub struct Reply {
     pub status: StatusCode,
@@ -249,12 +259,13 @@ impl HttpClient {
             .unwrap_or(path))
     }
 
-    /// The scanner's next answer; `None` once it is exhausted (204).
-    pub async fn scanner_next(&self, path: &str) -> Result<Option<Vec<Row>>, String> {
+    /// The scanner's next answer.
+    pub async fn scanner_next(&self, path: &str) -> Result<Next, String> {
         let r = self.send(Method::GET, path, None, Bytes::new()).await?;
         match r.status {
-            StatusCode::NO_CONTENT => Ok(None),
-            StatusCode::OK => parse_rows(&r.body).map(Some),
+            StatusCode::NO_CONTENT => Ok(Next::Exhausted),
+            StatusCode::OK => parse_rows(&r.body).map(Next::Rows),
+            StatusCode::NOT_FOUND => Ok(Next::Gone),
             _ => Err(unexpected(&format!("reading scanner {path}"), &r)),
         }
     }

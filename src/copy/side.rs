@@ -9,7 +9,7 @@
 //! 3. An embedded source directory must already exist (a typo never creates an empty store);
 //!    an embedded directory a server holds is refused by its `LOCK`.
 
-use super::http::{HttpClient, Reply};
+use super::http::{HttpClient, Next, Reply};
 use kura_backend::{
     Mutation, ReadSpec, Row, RowMutation, ScanLimits, ScanRequest, ScanSpec, Store, TableDescriptor,
 };
@@ -204,14 +204,12 @@ impl Side {
             Side::Rest(client) => Scan::Rest(RestScan {
                 client,
                 table,
-                start: after.map(|mut k| {
-                    k.push(0);
-                    k
-                }),
+                start: after.map(|k| successor(&k)),
                 location: None,
                 done: false,
                 pending: None,
                 ready: std::collections::VecDeque::new(),
+                reopened: 0,
                 page_rows,
             }),
         }
@@ -351,6 +349,19 @@ pub struct RestScan<'a> {
     pending: Option<Row>,
     ready: std::collections::VecDeque<Row>,
     page_rows: usize,
+    /// Scanners reopened after the server lost one.
+    reopened: u32,
+}
+
+/// Times a scan reopens a scanner the server lost before it gives up.
+const MAX_REOPENS: u32 = 5;
+
+/// The smallest row key after `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.extend_from_slice(key);
+    k.push(0);
+    k
 }
 
 impl RestScan<'_> {
@@ -389,11 +400,29 @@ impl RestScan<'_> {
             }
         };
         let rows = match self.client.scanner_next(&location).await? {
-            Some(rows) => rows,
-            None => {
+            Next::Rows(rows) => rows,
+            Next::Exhausted => {
                 self.done = true;
                 self.close_scanner().await;
                 return Ok(());
+            }
+            Next::Gone if self.reopened < MAX_REOPENS => {
+                // Closed by the server (idle, restarted, another server behind a balancer):
+                // open a new one at the first row not handed out whole, dropping the part of
+                // the row that was still arriving.
+                self.reopened += 1;
+                self.location = None;
+                // Every row before `pending` is whole (in `ready` or handed out); no
+                // `pending` means this scanner answered no row yet.
+                if let Some(p) = self.pending.take() {
+                    self.start = Some(p.key);
+                }
+                return Ok(());
+            }
+            Next::Gone => {
+                return Err(format!(
+                    "scanner {location} disappeared {MAX_REOPENS} times; is the server restarting?"
+                ))
             }
         };
         for r in rows {
