@@ -453,7 +453,7 @@ fn bad_arguments_exit_2_saying_what_to_fix() {
     for (args, says) in [
         (
             vec!["--from", "ftp://x", "--to", &d, "--table", "t"],
-            "use http://HOST:PORT",
+            "use http(s)://HOST:PORT",
         ),
         (
             vec!["--from", "bigtable:onlyproject", "--to", &d, "--table", "t"],

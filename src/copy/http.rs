@@ -1,5 +1,5 @@
-//! A small HBase REST client over hyper's HTTP/1.1 connection (one keep-alive connection per
-//! side): schemas, CellSet `PUT`s keeping every timestamp, and stateful scanners
+//! A small HBase REST client over hyper's HTTP/1.1 connection, plain or TLS (rustls), one
+//! keep-alive connection per side: schemas, CellSet `PUT`s keeping every timestamp, and stateful scanners
 //! (`shared/HBASE_REST.md` §2, §4).
 //!
 //! # Invariants
@@ -13,7 +13,10 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{header, Method, Request, StatusCode, Uri};
 use kura_backend::{Cell, Row, TableDescriptor};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
 /// Largest answer body read (a scanner answer of a few thousand cells is far below it).
 const MAX_ANSWER: usize = 1 << 30;
@@ -40,6 +43,8 @@ pub struct Reply {
 
 /// An HBase REST endpoint.
 pub struct HttpClient {
+    /// TLS (rustls, the system's and Mozilla's root certificates).
+    https: bool,
     host: String,
     port: u16,
     authority: String,
@@ -54,16 +59,11 @@ impl HttpClient {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "{url}: https is not supported yet; reach the endpoint over http (an SSH \
-                     tunnel or a local proxy)"
-                ))
-            }
-            _ => return Err(format!("{url}: use http://HOST:PORT")),
-        }
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(format!("{url}: use http://HOST:PORT or https://HOST:PORT")),
+        };
         let host = uri
             .host()
             .filter(|h| !h.is_empty())
@@ -74,8 +74,9 @@ impl HttpClient {
         if uri.query().is_some() {
             return Err(format!("{url}: a side URL takes no query string"));
         }
-        let port = uri.port_u16().unwrap_or(80);
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         Ok(HttpClient {
+            https,
             authority: uri.authority().map(|a| a.to_string()).unwrap_or_default(),
             host,
             port,
@@ -89,10 +90,27 @@ impl HttpClient {
             .await
             .map_err(|e| format!("cannot connect to {}: {e}", self.authority))?;
         let _ = stream.set_nodelay(true);
+        let no_http = |e: hyper::Error| format!("cannot talk HTTP to {}: {e}", self.authority);
+        if !self.https {
+            let (sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .map_err(no_http)?;
+            actix_rt::spawn(async move {
+                let _ = conn.await;
+            });
+            return Ok(sender);
+        }
+        let name = ServerName::try_from(self.host.clone())
+            .map_err(|e| format!("{}: not a TLS server name: {e}", self.host))?;
+        let tls = tokio_rustls::TlsConnector::from(tls_config()?)
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS with {} failed: {e}", self.authority))?;
         let (sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
                 .await
-                .map_err(|e| format!("cannot talk HTTP to {}: {e}", self.authority))?;
+                .map_err(no_http)?;
         actix_rt::spawn(async move {
             let _ = conn.await;
         });
@@ -274,6 +292,29 @@ impl HttpClient {
     pub async fn delete_scanner(&self, path: &str) {
         let _ = self.send(Method::DELETE, path, None, Bytes::new()).await;
     }
+}
+
+/// The TLS client settings, built once: ring, the system's root certificates (which honour
+/// `SSL_CERT_FILE` and `SSL_CERT_DIR`) and Mozilla's.
+fn tls_config() -> Result<Arc<ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let mut roots = RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+            let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+            Ok(Arc::new(
+                ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| format!("TLS settings: {e}"))?
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            ))
+        })
+        .clone()
 }
 
 /// A JSON TableSchema as a descriptor, through the server's own schema rules.

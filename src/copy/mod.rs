@@ -1,7 +1,7 @@
 //! `kura copy --from SRC --to DST --table T`: stream one table from one side to the other,
 //! resumably, and verify both sides with HBase `HashTable`'s batch hashes.
 //!
-//! A side is an HBase REST endpoint (`http://host:port`: Kura or a real HBase REST gateway) or
+//! A side is an HBase REST endpoint (`http://host:port` or `https://…`: Kura or a real HBase REST gateway) or
 //! a backend opened in this process (`embedded:DIR`, a data directory no server holds, or
 //! `bigtable:PROJECT/INSTANCE`).
 //!
@@ -53,7 +53,8 @@ pub const EXIT_DIFFERENT: u8 = 3;
     about = "Copy one table between an HBase REST endpoint, an embedded data directory and \
              Bigtable, resumably, and verify it with HBase HashTable's hashes",
     after_help = "SIDES:
-  http://HOST:PORT             an HBase REST endpoint (Kura, or a real HBase REST gateway)
+  http(s)://HOST:PORT          an HBase REST endpoint (Kura, or a real HBase REST gateway); https
+                               trusts the system's roots (SSL_CERT_FILE) and Mozilla's
   embedded:DIR                 an embedded data directory no server is running on
   bigtable:PROJECT/INSTANCE    Cloud Bigtable (BIGTABLE_EMULATOR_HOST=host:port selects the emulator)
 
@@ -67,11 +68,11 @@ killed or failed and it continues after that row. The file is removed once the c
 EXIT CODES: 0 done, 1 failed, 2 bad arguments, 3 --verify found a difference."
 )]
 pub struct CopyArgs {
-    /// Where the table is read from: http://HOST:PORT, embedded:DIR or bigtable:PROJECT/INSTANCE.
+    /// Where the table is read from: http(s)://HOST:PORT, embedded:DIR or bigtable:PROJECT/INSTANCE.
     #[arg(long, value_name = "SRC", value_parser = SideSpec::parse)]
     pub from: SideSpec,
 
-    /// Where the table is written to: http://HOST:PORT, embedded:DIR or bigtable:PROJECT/INSTANCE.
+    /// Where the table is written to: http(s)://HOST:PORT, embedded:DIR or bigtable:PROJECT/INSTANCE.
     #[arg(long, value_name = "DST", value_parser = SideSpec::parse)]
     pub to: SideSpec,
 

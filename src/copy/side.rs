@@ -28,7 +28,7 @@ const PUT_BYTES: usize = 4 << 20;
 /// Where one end of the copy is, as given on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SideSpec {
-    /// `http://host:port[/prefix]`: an HBase REST endpoint.
+    /// `http(s)://host:port[/prefix]`: an HBase REST endpoint.
     Rest(String),
     /// `embedded:DIR`: a data directory no server holds.
     Embedded(PathBuf),
@@ -66,7 +66,7 @@ impl SideSpec {
             );
         }
         Err(
-            "use http://HOST:PORT (an HBase REST endpoint), embedded:DIR (a data directory no \
+            "use http(s)://HOST:PORT (an HBase REST endpoint), embedded:DIR (a data directory no \
              server holds) or bigtable:PROJECT/INSTANCE"
                 .into(),
         )
