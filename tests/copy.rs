@@ -447,6 +447,64 @@ fn a_table_served_over_rest_is_copied_to_an_embedded_dir_with_rows_split_by_the_
 }
 
 #[test]
+fn a_row_larger_than_a_request_body_is_copied_to_a_rest_endpoint_in_pieces() {
+    // 600 cells of 30 KB: 18 MB, 24 MB as base64, past the server's 16 MiB body limit.
+    let src = tempfile::tempdir().expect("tempdir");
+    with_store(src.path(), async |store| {
+        store
+            .create_table(TableDescriptor::new(
+                "t",
+                vec![FamilyDescriptor::new(b"cf".to_vec())],
+            ))
+            .await
+            .expect("create");
+        let mutations = (0..600)
+            .map(|q| Mutation::Put {
+                family: b"cf".to_vec(),
+                qualifier: format!("q{q:04}").into_bytes(),
+                timestamp: Some(9),
+                value: vec![(q % 251) as u8; 30_000],
+            })
+            .collect();
+        store
+            .mutate(
+                "t",
+                RowMutation {
+                    row: b"huge".to_vec(),
+                    mutations,
+                },
+            )
+            .await
+            .expect("put");
+    });
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(data.path(), &[]);
+    let work = tempfile::tempdir().expect("tempdir");
+    let out = kura_copy(
+        &[
+            "--from",
+            &embedded(src.path()),
+            "--to",
+            &format!("http://{}", server.addr),
+            "--table",
+            "t",
+            "--verify",
+            "--checkpoint",
+            work.path().join("cp").to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("copied 1 rows, 600 cells"),
+        "{}",
+        text(&out)
+    );
+    assert!(stdout.contains("verified t:"), "{}", text(&out));
+}
+
+#[test]
 fn bad_arguments_exit_2_saying_what_to_fix() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = embedded(dir.path());

@@ -22,8 +22,12 @@ pub const PAGE_BYTES: usize = 4 << 20;
 /// Cells a REST scanner answers per `GET`.
 const SCANNER_CELLS: usize = 5000;
 
-/// Largest body a REST `PUT` of rows carries (Kura's default `--max-body` is 16 MiB).
-const PUT_BYTES: usize = 4 << 20;
+/// Most cells one write request carries (Bigtable takes at most 100 000 mutations a request).
+pub const WRITE_CELLS: usize = 20_000;
+
+/// Rough bytes of keys and values one write request carries (as base64 in a REST body: Kura's
+/// default `--max-body` is 16 MiB).
+pub const WRITE_BYTES: usize = 4 << 20;
 
 /// Where one end of the copy is, as given on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,44 +219,66 @@ impl Side {
         }
     }
 
-    /// Writes `rows` (every cell with its timestamp).
+    /// Writes `rows` (every cell with its timestamp), in requests of at most
+    /// [`WRITE_CELLS`] cells and about [`WRITE_BYTES`] bytes; a larger row is split across
+    /// requests (a copy needs no row atomicity: what is written again is the same).
     pub async fn write(&self, table: &str, rows: &[Row]) -> Result<(), String> {
+        let mut chunk: Vec<Row> = Vec::new();
+        let (mut cells, mut bytes) = (0, 0);
+        for r in rows {
+            let mut piece = Row {
+                key: r.key.clone(),
+                cells: Vec::new(),
+            };
+            for c in &r.cells {
+                let size = r.key.len() + c.family.len() + c.qualifier.len() + 8 + c.value.len();
+                if cells > 0 && (cells >= WRITE_CELLS || bytes + size > WRITE_BYTES) {
+                    if !piece.cells.is_empty() {
+                        let rest = Row {
+                            key: r.key.clone(),
+                            cells: Vec::new(),
+                        };
+                        chunk.push(std::mem::replace(&mut piece, rest));
+                    }
+                    self.write_chunk(table, std::mem::take(&mut chunk)).await?;
+                    (cells, bytes) = (0, 0);
+                }
+                piece.cells.push(c.clone());
+                cells += 1;
+                bytes += size;
+            }
+            if !piece.cells.is_empty() {
+                chunk.push(piece);
+            }
+        }
+        if !chunk.is_empty() {
+            self.write_chunk(table, chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_chunk(&self, table: &str, rows: Vec<Row>) -> Result<(), String> {
         match self {
             Side::Store(s) => {
                 let ms = rows
-                    .iter()
+                    .into_iter()
                     .map(|r| RowMutation {
-                        row: r.key.clone(),
+                        row: r.key,
                         mutations: r
                             .cells
-                            .iter()
+                            .into_iter()
                             .map(|c| Mutation::Put {
-                                family: c.family.clone(),
-                                qualifier: c.qualifier.clone(),
+                                family: c.family,
+                                qualifier: c.qualifier,
                                 timestamp: Some(c.timestamp),
-                                value: c.value.clone(),
+                                value: c.value,
                             })
                             .collect(),
                     })
                     .collect();
                 s.mutate_rows(table, ms).await.map_err(|e| e.to_string())
             }
-            Side::Rest(c) => {
-                let mut from = 0;
-                let mut bytes = 0;
-                for (i, r) in rows.iter().enumerate() {
-                    bytes += row_bytes(r) * 4 / 3 + 64;
-                    if bytes >= PUT_BYTES && i > from {
-                        c.put_rows(table, &rows[from..i]).await?;
-                        from = i;
-                        bytes = row_bytes(r) * 4 / 3 + 64;
-                    }
-                }
-                if from < rows.len() {
-                    c.put_rows(table, &rows[from..]).await?;
-                }
-                Ok(())
-            }
+            Side::Rest(c) => c.put_rows(table, &rows).await,
         }
     }
 
