@@ -284,7 +284,11 @@ async fn copy(args: &CopyArgs, src: &Side, dst: &Side) -> Result<bool, String> {
         cp.cells += page.iter().map(|r| r.cells.len() as u64).sum::<u64>();
         cp.save(&path)?;
         batches += 1;
-        bar.set_message(format!("{} rows, {} cells", cp.rows, cp.cells));
+        let rate = (cp.rows - rows_before) as f64 / started.elapsed().as_secs_f64().max(1e-3);
+        bar.set_message(format!(
+            "{} rows, {} cells ({rate:.0} rows/s)",
+            cp.rows, cp.cells
+        ));
         if args.stop_after_batches.is_some_and(|n| batches >= n) {
             scan.close().await;
             bar.finish_and_clear();
