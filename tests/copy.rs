@@ -192,6 +192,32 @@ fn a_copy_stopped_after_some_batches_resumes_after_its_checkpoint_and_verifies()
         "{saved}"
     );
 
+    // The checkpoint belongs to this copy: another destination does not resume from it.
+    let other = dst.path().join("other");
+    let elsewhere = kura_copy(
+        &[
+            "--from",
+            &embedded(src.path()),
+            "--to",
+            &embedded(&other),
+            "--table",
+            "t",
+            "--checkpoint",
+            checkpoint.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert_eq!(elsewhere.status.code(), Some(1), "{}", text(&elsewhere));
+    assert!(
+        String::from_utf8_lossy(&elsewhere.stderr).contains("is of another copy"),
+        "{}",
+        text(&elsewhere)
+    );
+    assert!(
+        !other.exists(),
+        "refused before anything was opened or created"
+    );
+
     let resumed = run(&["--verify"]);
     assert!(resumed.status.success(), "{}", text(&resumed));
     let stderr = String::from_utf8_lossy(&resumed.stderr);

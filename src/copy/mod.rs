@@ -156,6 +156,11 @@ enum Outcome {
 }
 
 async fn run(args: CopyArgs) -> Result<Outcome, String> {
+    let resume = if args.verify_only {
+        None
+    } else {
+        Some(resume_point(&args)?)
+    };
     let src = Side::open(&args.from, Role::Source).await?;
     let dst = match Side::open(&args.to, Role::Destination).await {
         Ok(d) => d,
@@ -164,7 +169,7 @@ async fn run(args: CopyArgs) -> Result<Outcome, String> {
             return Err(e);
         }
     };
-    let result = run_on(&args, &src, &dst).await;
+    let result = run_on(&args, &src, &dst, resume).await;
     let closed_src = src.close().await;
     let closed_dst = dst.close().await;
     let outcome = result?;
@@ -173,13 +178,18 @@ async fn run(args: CopyArgs) -> Result<Outcome, String> {
     Ok(outcome)
 }
 
-async fn run_on(args: &CopyArgs, src: &Side, dst: &Side) -> Result<Outcome, String> {
+async fn run_on(
+    args: &CopyArgs,
+    src: &Side,
+    dst: &Side,
+    resume: Option<(PathBuf, Checkpoint)>,
+) -> Result<Outcome, String> {
     let table = args.table.as_str();
     let desc = src
         .describe(table)
         .await?
         .ok_or_else(|| format!("the source {} has no table {table}", args.from))?;
-    if !args.verify_only {
+    if let Some((path, cp)) = resume {
         match dst.describe(table).await? {
             Some(existing) => {
                 let missing: Vec<String> = desc
@@ -201,7 +211,7 @@ async fn run_on(args: &CopyArgs, src: &Side, dst: &Side) -> Result<Outcome, Stri
                 .await
                 .map_err(|e| format!("creating {table} on {}: {e}", args.to))?,
         }
-        if !copy(args, src, dst).await? {
+        if !copy(args, src, dst, path, cp).await? {
             return Err(format!(
                 "stopped after {} batches as asked; run again to resume",
                 args.stop_after_batches.unwrap_or(0)
@@ -232,14 +242,15 @@ fn progress(what: &'static str) -> indicatif::ProgressBar {
     bar
 }
 
-/// Copies from the checkpoint on; `Ok(false)` when stopped by `--stop-after-batches`.
-async fn copy(args: &CopyArgs, src: &Side, dst: &Side) -> Result<bool, String> {
+/// The checkpoint file of this copy, and where it resumes (a checkpoint of another copy is
+/// refused before anything is created or written).
+fn resume_point(args: &CopyArgs) -> Result<(PathBuf, Checkpoint), String> {
     let table = args.table.as_str();
     let path = args
         .checkpoint
         .clone()
         .unwrap_or_else(|| checkpoint::default_path(table));
-    let mut cp = match Checkpoint::load(&path)? {
+    let cp = match Checkpoint::load(&path)? {
         Some(cp) => {
             cp.check_matches(&args.from, &args.to, table, &path)?;
             eprintln!(
@@ -253,6 +264,18 @@ async fn copy(args: &CopyArgs, src: &Side, dst: &Side) -> Result<bool, String> {
         }
         None => Checkpoint::new(&args.from, &args.to, table),
     };
+    Ok((path, cp))
+}
+
+/// Copies from the checkpoint on; `Ok(false)` when stopped by `--stop-after-batches`.
+async fn copy(
+    args: &CopyArgs,
+    src: &Side,
+    dst: &Side,
+    path: PathBuf,
+    mut cp: Checkpoint,
+) -> Result<bool, String> {
+    let table = args.table.as_str();
     let started = Instant::now();
     let (rows_before, cells_before) = (cp.rows, cp.cells);
     let bar = progress("copying");
