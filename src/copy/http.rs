@@ -1,11 +1,15 @@
 //! A small HBase REST client over hyper's HTTP/1.1 connection, plain or TLS (rustls), one
-//! keep-alive connection per side: schemas, CellSet `PUT`s keeping every timestamp, and stateful scanners
-//! (`shared/HBASE_REST.md` §2, §4).
+//! keep-alive connection per side: schemas, CellSet `PUT`s keeping every timestamp, and
+//! stateful scanners (`shared/HBASE_REST.md` §2, §4).
 //!
 //! # Invariants
-//! 1. Every request the copy sends is idempotent (cells carry explicit timestamps), so a
-//!    request that failed on a dropped connection or a 503 is retried, a few times with backoff.
-//! 2. An answer body is read up to [`MAX_ANSWER`] bytes, never more.
+//! 1. Requests that are idempotent (schemas, `PUT`s of cells with explicit timestamps, opening
+//!    and deleting scanners) are retried, a few times with backoff, when they failed on a
+//!    dropped connection or a 503.
+//! 2. A scanner `GET` is never retried: the server may have moved the scanner on before the
+//!    answer was lost, and a retry would skip those rows. A failed one answers
+//!    [`Next::Gone`], and the scan opens a new scanner where it stood.
+//! 3. An answer body is read up to [`MAX_ANSWER`] bytes, never more.
 
 use super::side::unexpected;
 use bytes::Bytes;
@@ -30,7 +34,8 @@ pub enum Next {
     Rows(Vec<Row>),
     /// 204: nothing more.
     Exhausted,
-    /// 404: the server no longer has this scanner (idle timeout, restart).
+    /// 404, 503 or no answer: the server no longer has this scanner (idle timeout, restart),
+    /// or it may have moved on without this client seeing the rows.
     Gone,
 }
 
@@ -279,11 +284,17 @@ impl HttpClient {
 
     /// The scanner's next answer.
     pub async fn scanner_next(&self, path: &str) -> Result<Next, String> {
-        let r = self.send(Method::GET, path, None, Bytes::new()).await?;
+        let r = match self.send_once(&Method::GET, path, None, Bytes::new()).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("reading scanner {path}: {e}; opening a new one");
+                return Ok(Next::Gone);
+            }
+        };
         match r.status {
             StatusCode::NO_CONTENT => Ok(Next::Exhausted),
             StatusCode::OK => parse_rows(&r.body).map(Next::Rows),
-            StatusCode::NOT_FOUND => Ok(Next::Gone),
+            StatusCode::NOT_FOUND | StatusCode::SERVICE_UNAVAILABLE => Ok(Next::Gone),
             _ => Err(unexpected(&format!("reading scanner {path}"), &r)),
         }
     }

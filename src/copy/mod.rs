@@ -1,9 +1,9 @@
 //! `kura copy --from SRC --to DST --table T`: stream one table from one side to the other,
 //! resumably, and verify both sides with HBase `HashTable`'s batch hashes.
 //!
-//! A side is an HBase REST endpoint (`http://host:port` or `https://…`: Kura or a real HBase REST gateway) or
-//! a backend opened in this process (`embedded:DIR`, a data directory no server holds, or
-//! `bigtable:PROJECT/INSTANCE`).
+//! A side is an HBase REST endpoint (`http://host:port` or `https://…`: Kura or a real HBase
+//! REST gateway) or a backend opened in this process (`embedded:DIR`, a data directory no
+//! server holds, or `bigtable:PROJECT/INSTANCE`).
 //!
 //! # What this module owns
 //! - [`CopyArgs`]: the subcommand's command line, and [`main`], which runs it.
@@ -16,8 +16,9 @@
 //! 1. Every visible version of every cell is copied with its timestamp (deletes are not copied:
 //!    a tombstone is not a cell). The destination table, when missing, is created with the
 //!    source's schema (families, VERSIONS, TTL, attributes), so it keeps as many versions.
-//! 2. Memory is bounded by two pages of `--batch-rows` rows (one being read while the last one
-//!    is written), whatever the table's size.
+//! 2. Memory is bounded by two pages of at most `--batch-rows` rows and about 4 MiB each (one
+//!    being read while the last one is written; a single larger row is one page) and one write
+//!    request, whatever the table's size.
 //! 3. The checkpoint names the last row whose page was completely written, and is replaced
 //!    atomically (temp file, fsync, rename) only after that write returned: a copy killed at
 //!    any point resumes after it without losing a row (rows past it are written again, with
@@ -279,7 +280,7 @@ async fn copy(
     let started = Instant::now();
     let (rows_before, cells_before) = (cp.rows, cp.cells);
     let bar = progress("copying");
-    let after = (!cp.last_row.is_empty() || cp.rows > 0).then(|| cp.last_row.clone());
+    let after = (cp.rows > 0).then(|| cp.last_row.clone());
     let mut scan = src.scan(table, after, args.batch_rows);
     let mut batches = 0u64;
     let mut next = scan.next_page().await;
@@ -305,7 +306,11 @@ async fn copy(
         cp.last_row = last.key.clone();
         cp.rows += page.len() as u64;
         cp.cells += page.iter().map(|r| r.cells.len() as u64).sum::<u64>();
-        cp.save(&path)?;
+        if let Err(e) = cp.save(&path) {
+            scan.close().await;
+            bar.finish_and_clear();
+            return Err(e);
+        }
         batches += 1;
         let rate = (cp.rows - rows_before) as f64 / started.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!(

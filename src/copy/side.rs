@@ -375,7 +375,7 @@ pub struct RestScan<'a> {
     pending: Option<Row>,
     ready: std::collections::VecDeque<Row>,
     page_rows: usize,
-    /// Scanners reopened after the server lost one.
+    /// Scanners reopened since the scan last completed a row.
     reopened: u32,
 }
 
@@ -437,7 +437,7 @@ impl RestScan<'_> {
                 // open a new one at the first row not handed out whole, dropping the part of
                 // the row that was still arriving.
                 self.reopened += 1;
-                self.location = None;
+                self.close_scanner().await;
                 // Every row before `pending` is whole (in `ready` or handed out); no
                 // `pending` means this scanner answered no row yet.
                 if let Some(p) = self.pending.take() {
@@ -451,6 +451,7 @@ impl RestScan<'_> {
                 ))
             }
         };
+        let whole = self.ready.len();
         for r in rows {
             match self.pending.take() {
                 Some(mut p) if p.key == r.key => {
@@ -463,6 +464,10 @@ impl RestScan<'_> {
                 }
                 None => self.pending = Some(r),
             }
+        }
+        if self.ready.len() > whole {
+            // A row was completed: the scan moved on since the last reopen.
+            self.reopened = 0;
         }
         Ok(())
     }
