@@ -49,7 +49,13 @@ pub enum BackendArg {
 
 /// Kura: an HBase-style wide-column store with an HBase REST-compatible HTTP API.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "kura", version, about)]
+#[command(
+    name = "kura",
+    version,
+    about,
+    after_help = "Other commands:\n  kura copy    stream a table between HBase REST endpoints, embedded data dirs and \
+                  Bigtable, resumably, verified with HBase's HashTable hashes (kura copy --help)"
+)]
 pub struct Config {
     /// Address to listen on. Non-loopback addresses need --allow-remote.
     #[arg(long, env = "KURA_BIND", default_value = "127.0.0.1:8080")]
