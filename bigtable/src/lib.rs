@@ -11,6 +11,15 @@
 //! - [`emulator`]: starting Google's emulator for tests (this crate's and the server's).
 //! - `idem`: idempotency keys (BIGTABLE.md §6.2), records in the row's `_kura` family.
 //!
+//! # Clients
+//! The Data API goes through `bigtable_rs` (its connection, channel pool, emulator switch and
+//! Application Default Credentials via `gcp_auth`), the Admin API through Google's generated
+//! `googleapis-tonic-google-bigtable-admin-v2` client over our own tonic channel: both sit on one
+//! tonic/prost 0.14 stack and share the generated types, and no protobuf is written by hand.
+//! Google publishes no Rust data-plane crate, and its admin crate speaks HTTP/JSON only, which
+//! the emulator does not. ReadRows responses are decoded by [`chunks`], not by `bigtable_rs`,
+//! whose decoder loses a row split across two response messages (which the service may send).
+//!
 //! # Invariants
 //! 1. `kura_meta` is the source of truth for descriptors; Bigtable's GC rules only reclaim
 //!    space, and every read enforces VERSIONS and TTL itself.
