@@ -233,7 +233,7 @@ async fn counter_overflow_is_a_4xx_and_the_total_is_unchanged() {
     let r = c.get_json("/apps/counter/total?domain=a.jp").await;
     assert_eq!(r.json()["total"], i64::MAX, "{}", r.text());
     // Two URLs at the maximum: the domain's total is their exact sum, not a saturated i64
-    // (regression, session 7 audit).
+    // (regression).
     let other = serde_json::json!({"domain": "b.a.jp", "path": "/", "amount": i64::MAX});
     assert_eq!(c.post_json("/apps/counter/hits", &other).await.status, 200);
     let r = c.get_json("/apps/counter/total?domain=a.jp").await;
@@ -394,7 +394,7 @@ async fn counter_url_with_an_unclosed_ipv6_bracket_is_400() {
     assert_eq!(r.json()["domain"], "[::1]");
 }
 
-/// Regression (session 7 audit): `/t//cf:a` used to drop the empty row segment and act on row
+/// Regression: `/t//cf:a` used to drop the empty row segment and act on row
 /// `cf:a`, so a DELETE meant for a cell deleted another whole row.
 #[actix_web::test]
 async fn an_empty_row_segment_is_400_and_touches_no_other_row() {
@@ -411,7 +411,7 @@ async fn an_empty_row_segment_is_400_and_touches_no_other_row() {
     assert_eq!(r.status, 200, "row cf:a is intact: {}", r.text());
 }
 
-/// Regression (session 7 audit): an XML body cut off before its root element closed used to be
+/// Regression: an XML body cut off before its root element closed used to be
 /// applied up to the cut (a CellSet lost its last cell, a schema created its table).
 #[actix_web::test]
 async fn truncated_or_multi_root_xml_bodies_are_400_and_apply_nothing() {
@@ -465,7 +465,7 @@ async fn truncated_or_multi_root_xml_bodies_are_400_and_apply_nothing() {
     assert_eq!(c.put_xml("/t/trunc", &ok).await.status, 200);
 }
 
-/// Regression (session 7 audit): actix decodes an invalid percent-encoded path or query lossily,
+/// Regression: actix decodes an invalid percent-encoded path or query lossily,
 /// so `/apps/graph/nodes/%FF` named the node "\u{FFFD}" (two ids, one node) and `?type=%FF`
 /// filtered on it. Both are 400 now, saying what is wrong.
 #[actix_web::test]
@@ -512,7 +512,7 @@ async fn a_malformed_percent_escape_in_an_app_path_is_400_not_another_name() {
 }
 
 /// A wrong method is a 405 whose `Allow` header lists the methods the path takes (RFC 9110
-/// requires it of a 405; the audit of session 7 found none), on the REST API and the apps.
+/// requires it of a 405; an audit found none), on the REST API and the apps.
 #[actix_web::test]
 async fn rest_and_app_405s_name_the_allowed_methods() {
     let c = table_with_cell().await;

@@ -1,6 +1,6 @@
 //! The server turns transparent huge pages off for itself (Linux) once its regions have opened:
 //! the first touch of a 2 MiB huge page zeroes it in one page fault that stalls every request
-//! its thread was serving (benches/README.md, "Session 8"). `--transparent-huge-pages` leaves
+//! its thread was serving (benches/README.md, the huge-page figures). `--transparent-huge-pages` leaves
 //! the system's choice.
 #![cfg(target_os = "linux")]
 mod server_harness;

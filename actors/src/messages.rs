@@ -124,7 +124,7 @@ pub(crate) enum OpResult {
 /// A region runs on another thread than most of its callers, and a heap block freed on
 /// another thread than the one that allocated it costs the allocator's cross-thread free
 /// (an atomic push, then the owner's collection), ~0.1 µs on a 2-vCPU VM (benches/README.md,
-/// session 11). A one-op `Vec` would be allocated by the caller and freed by the region, and
+/// "what a crossing costs"). A one-op `Vec` would be allocated by the caller and freed by the region, and
 /// its answer the other way round.
 pub(crate) type OneOrMore<T> = smallvec::SmallVec<[T; 1]>;
 

@@ -349,9 +349,9 @@ fn point_ops_no_crossing(c: &mut Criterion) {
 /// tells how far apart they are. Each bench also reports its ratio over the turns whose handoff
 /// fell in one band at both ends (turns that straddle a move are in none): under 30 ns, 30–100
 /// ns, over 100 ns. What a band means depends on the host CPU; on the VMs of benches/README.md:
-/// ~16 ns (Intel, sessions 11–12), the two hyperthreads of one core (one thread alone runs
-/// faster, two share the core); 36–44 ns (Intel), two cores; ~22–25 ns (AMD EPYC, session 13),
-/// two cores sharing a last-level cache; ~180–210 ns (AMD EPYC, session 13), two cores on
+/// ~16 ns (Intel), the two hyperthreads of one core (one thread alone runs
+/// faster, two share the core); 36–44 ns (Intel), two cores; ~22–25 ns (AMD EPYC),
+/// two cores sharing a last-level cache; ~180–210 ns (AMD EPYC), two cores on
 /// different core complexes, which share no cache (a crossing request pays that for every line
 /// it moves).
 fn point_ops_alternating(c: &mut Criterion) {

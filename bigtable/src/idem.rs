@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bigtable_rs::google::bigtable::v2;
@@ -319,9 +318,6 @@ impl BigtableBackend {
         inc: Increment,
         key: &[u8],
     ) -> Result<Vec<Cell>> {
-        check_key(&inc.row)?;
-        let families: Vec<&[u8]> = inc.columns.iter().map(|(f, _, _)| f.as_slice()).collect();
-        let info = self.schemas.with_families(table, &families).await?;
         let columns: Vec<(Vec<u8>, Vec<u8>)> = inc
             .columns
             .iter()
@@ -348,7 +344,7 @@ impl BigtableBackend {
             })?;
             Ok(new.to_be_bytes().to_vec())
         };
-        self.keyed_rmw(table, &info, &inc.row, &columns, &combine, key)
+        self.keyed_rmw(table, &inc.row, &columns, &combine, key)
             .await
     }
 
@@ -358,9 +354,6 @@ impl BigtableBackend {
         app: Append,
         key: &[u8],
     ) -> Result<Vec<Cell>> {
-        check_key(&app.row)?;
-        let families: Vec<&[u8]> = app.columns.iter().map(|(f, _, _)| f.as_slice()).collect();
-        let info = self.schemas.with_families(table, &families).await?;
         let columns: Vec<(Vec<u8>, Vec<u8>)> = app
             .columns
             .iter()
@@ -381,21 +374,24 @@ impl BigtableBackend {
             }
             Ok([old, suffix.as_slice()].concat())
         };
-        self.keyed_rmw(table, &info, &app.row, &columns, &combine, key)
+        self.keyed_rmw(table, &app.row, &columns, &combine, key)
             .await
     }
 
-    /// A keyed read-modify-write: claim, then read the columns' latest visible cells, compute
-    /// the new ones, and write them with the outcome only if no column changed meanwhile.
+    /// A keyed read-modify-write of `columns` (family, qualifier) of `row`: check the row and
+    /// the families, claim, then read the columns' latest visible cells, compute the new ones,
+    /// and write them with the outcome only if no column changed meanwhile.
     async fn keyed_rmw(
         &self,
         table: &str,
-        info: &Arc<TableInfo>,
         row: &[u8],
         columns: &[(Vec<u8>, Vec<u8>)],
         combine: &Combine<'_>,
         key: &[u8],
     ) -> Result<Vec<Cell>> {
+        check_key(row)?;
+        let families: Vec<&[u8]> = columns.iter().map(|(f, _)| f.as_slice()).collect();
+        let info = &self.schemas.with_families(table, &families).await?;
         let q = qualifier(key)?;
         let pending = pending_value();
         let mut distinct = columns.to_vec();
