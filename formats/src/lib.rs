@@ -11,6 +11,11 @@
 //!   `NullWritable`, `LongWritable`) and the class-name constants.
 //! - [`seqfile`]: SequenceFile version 6: a [`seqfile::Writer`] (NONE, RECORD, BLOCK) and a
 //!   streaming [`seqfile::Reader`] (§2).
+//! - [`mapfile`]: Hadoop MapFiles keyed by `ImmutableBytesWritable` (§5).
+//! - [`hashtable`]: HBase `HashTable`'s output directory: manifest, partitions, hash MapFiles
+//!   (§6.1).
+//! - [`hfile`]: the cells of an HBase HFile v2/v3 (§8; read only, for tests against HBase's
+//!   own files).
 //! - [`error`]: the crate's one error enum.
 //!
 //! # Invariants
@@ -19,6 +24,9 @@
 //! 2. Memory is bounded by the largest record (NONE/RECORD) or block (BLOCK), never by the file.
 
 pub mod error;
+pub mod hashtable;
+pub mod hfile;
+pub mod mapfile;
 pub mod seqfile;
 pub mod vint;
 pub mod writable;
