@@ -665,3 +665,71 @@ fn bad_arguments_exit_2_saying_what_to_fix() {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+#[test]
+fn a_rest_side_behind_a_token_needs_the_token_file_and_works_with_it() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, "copy-token-0123456789\n").expect("write token");
+    let token_arg = token_file.to_str().expect("utf-8");
+    let server = Server::start(data.path(), &["--token-file", token_arg]);
+    let mut http = server.client();
+    let auth = [
+        ("Authorization", "Bearer copy-token-0123456789"),
+        ("Content-Type", "application/json"),
+    ];
+    let r = http
+        .request(
+            "PUT",
+            "/t/schema",
+            &auth,
+            br#"{"name":"t","ColumnSchema":[{"name":"cf"}]}"#,
+        )
+        .expect("create");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let body = format!(
+        r#"{{"Row":[{{"key":"{}","Cell":[{{"column":"{}","timestamp":5,"$":"{}"}}]}}]}}"#,
+        b64(b"r1"),
+        b64(b"cf:q"),
+        b64(b"v")
+    );
+    let r = http
+        .request("PUT", "/t/fakerow", &auth, body.as_bytes())
+        .expect("put");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let rest = format!("http://{}", server.addr);
+    let dst = embedded(&work.path().join("dst"));
+    let cp = work.path().join("cp");
+    let args = [
+        "--from",
+        &rest,
+        "--to",
+        &dst,
+        "--table",
+        "t",
+        "--checkpoint",
+        cp.to_str().expect("utf-8"),
+    ];
+    let refused = kura_copy(&args, &[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--token-file"),
+        "{}",
+        text(&refused)
+    );
+    let mut with_token = args.to_vec();
+    with_token.extend(["--token-file", token_arg]);
+    let out = kura_copy(&with_token, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("copied 1 rows, 1 cells"),
+        "{}",
+        text(&out)
+    );
+    let env_token = kura_copy(
+        &[&args[..], &["--verify-only"]].concat(),
+        &[("KURA_TOKEN", "copy-token-0123456789")],
+    );
+    assert!(env_token.status.success(), "{}", text(&env_token));
+}

@@ -10,6 +10,10 @@
 //!    answer was lost, and a retry would skip those rows. A failed one answers
 //!    [`Next::Gone`], and the scan opens a new scanner where it stood.
 //! 3. An answer body is read up to [`MAX_ANSWER`] bytes, never more.
+//! 4. With a bearer token ([`HttpClient::with_token`], read by [`client_token`] from
+//!    `--token-file` or `KURA_TOKEN`, as the server reads its own), every request carries
+//!    `Authorization: Bearer <token>`; a 401 or 403 is an error that says how to pass one, and
+//!    is never retried.
 
 use super::side::unexpected;
 use bytes::Bytes;
@@ -56,6 +60,29 @@ pub struct HttpClient {
     /// Path prefix of the endpoint (empty, or `/something` without a trailing `/`).
     prefix: String,
     conn: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
+    /// The `Authorization` header value (`Bearer …`), if a token was given.
+    authorization: Option<header::HeaderValue>,
+}
+
+/// The bearer token a client subcommand sends: the first line of `file` (`--token-file`), else
+/// the `KURA_TOKEN` environment variable, else none: the rules the server reads its token by.
+pub fn client_token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_string();
+        if token.is_empty() {
+            return Err(format!("token file {}: the file is empty", path.display()));
+        }
+        return Ok(Some(token));
+    }
+    match std::env::var("KURA_TOKEN") {
+        Ok(t) if t.trim().is_empty() => {
+            Err("KURA_TOKEN is set but empty: set a token, or unset it to send none".into())
+        }
+        Ok(t) => Ok(Some(t.trim().to_string())),
+        Err(_) => Ok(None),
+    }
 }
 
 impl HttpClient {
@@ -87,7 +114,25 @@ impl HttpClient {
             port,
             prefix: uri.path().trim_end_matches('/').to_string(),
             conn: tokio::sync::Mutex::new(None),
+            authorization: None,
         })
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request (none when `token` is `None`).
+    pub fn with_token(mut self, token: Option<&str>) -> Result<HttpClient, String> {
+        self.authorization = match token {
+            Some(t) => Some(
+                header::HeaderValue::from_str(&format!("Bearer {t}"))
+                    .map_err(|_| "the token holds characters an HTTP header cannot carry")?,
+            ),
+            None => None,
+        };
+        Ok(self)
+    }
+
+    /// The endpoint as `host:port`, for messages.
+    pub fn authority(&self) -> &str {
+        &self.authority
     }
 
     async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
@@ -142,6 +187,7 @@ impl HttpClient {
                 Ok(r) if r.status == StatusCode::SERVICE_UNAVAILABLE => {
                     last = unexpected(&format!("{method} {path}"), &r);
                 }
+                Ok(r) if is_refused(r.status) => return Err(self.refused(&r)),
                 Ok(r) => return Ok(r),
                 Err(e) => last = e,
             }
@@ -168,6 +214,9 @@ impl HttpClient {
             .header(header::ACCEPT, "application/json");
         if let Some(ct) = content_type {
             req = req.header(header::CONTENT_TYPE, ct);
+        }
+        if let Some(auth) = &self.authorization {
+            req = req.header(header::AUTHORIZATION, auth.clone());
         }
         let req = req
             .body(Full::new(body))
@@ -292,6 +341,7 @@ impl HttpClient {
             }
         };
         match r.status {
+            s if is_refused(s) => Err(self.refused(&r)),
             StatusCode::NO_CONTENT => Ok(Next::Exhausted),
             StatusCode::OK => parse_rows(&r.body).map(Next::Rows),
             StatusCode::NOT_FOUND | StatusCode::SERVICE_UNAVAILABLE => Ok(Next::Gone),
@@ -299,10 +349,25 @@ impl HttpClient {
         }
     }
 
+    /// The error for a 401/403: what the server said and how to pass a token.
+    fn refused(&self, r: &Reply) -> String {
+        let how = if self.authorization.is_some() {
+            "the token sent was refused: check --token-file or KURA_TOKEN"
+        } else {
+            "it needs a bearer token: pass --token-file FILE or set KURA_TOKEN"
+        };
+        format!("{} answered HTTP {}: {how}", self.authority, r.status)
+    }
+
     /// Deletes a scanner (best effort: an unknown one is already gone).
     pub async fn delete_scanner(&self, path: &str) {
         let _ = self.send(Method::DELETE, path, None, Bytes::new()).await;
     }
+}
+
+/// 401 or 403: the request lacks a valid token (retrying cannot help).
+fn is_refused(status: StatusCode) -> bool {
+    status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN
 }
 
 /// The TLS client settings, built once: ring, the system's root certificates (which honour

@@ -105,6 +105,11 @@ pub struct CopyArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub hash_batch_bytes: u64,
 
+    /// File whose first line is the bearer token sent to REST sides (`Authorization: Bearer`);
+    /// without it the KURA_TOKEN environment variable is used, if set.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
     /// Testing: stop (exit 1) after this many batches were written and checkpointed, as if
     /// killed.
     #[arg(long, hide = true)]
@@ -162,8 +167,9 @@ async fn run(args: CopyArgs) -> Result<Outcome, String> {
     } else {
         Some(resume_point(&args)?)
     };
-    let src = Side::open(&args.from, Role::Source).await?;
-    let dst = match Side::open(&args.to, Role::Destination).await {
+    let token = http::client_token(args.token_file.as_deref())?;
+    let src = Side::open(&args.from, Role::Source, token.as_deref()).await?;
+    let dst = match Side::open(&args.to, Role::Destination, token.as_deref()).await {
         Ok(d) => d,
         Err(e) => {
             let _ = src.close().await;

@@ -132,10 +132,11 @@ fn all_versions() -> ReadSpec {
 
 impl Side {
     /// Opens `spec`. An embedded source must exist; a held data directory is refused.
-    pub async fn open(spec: &SideSpec, role: Role) -> Result<Side, String> {
+    /// `token` is the bearer token a REST side sends (see [`super::http::client_token`]).
+    pub async fn open(spec: &SideSpec, role: Role, token: Option<&str>) -> Result<Side, String> {
         let what = role.name();
         match spec {
-            SideSpec::Rest(url) => Ok(Side::Rest(HttpClient::new(url)?)),
+            SideSpec::Rest(url) => Ok(Side::Rest(HttpClient::new(url)?.with_token(token)?)),
             SideSpec::Embedded(dir) => {
                 if role == Role::Source && !dir.is_dir() {
                     return Err(format!(
