@@ -54,7 +54,9 @@ pub enum BackendArg {
     version,
     about,
     after_help = "Other commands:\n  kura copy    stream a table between HBase REST endpoints, embedded data dirs and \
-                  Bigtable, resumably, verified with HBase's HashTable hashes (kura copy --help)"
+                  Bigtable, resumably, verified with HBase's HashTable hashes (kura copy --help)\n  \
+                  kura verify  write HBase HashTable's hashes of a table, or compare a table with \
+                  them (kura verify --help)"
 )]
 pub struct Config {
     /// Address to listen on. Non-loopback addresses need --allow-remote.

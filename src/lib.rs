@@ -22,6 +22,7 @@ pub mod ops;
 pub mod rest;
 pub mod server;
 pub mod state;
+pub mod verify;
 
 use actix_web::web;
 

@@ -42,6 +42,10 @@ fn main() -> std::process::ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "copy") {
         return kura::copy::main(std::env::args_os().skip(1));
     }
+    // `kura verify ...`: HashTable's hashes of a table, or a comparison with them (src/verify/).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "verify") {
+        return kura::verify::main(std::env::args_os().skip(1));
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -299,12 +299,28 @@ impl HttpClient {
         start: Option<&[u8]>,
         batch_cells: usize,
     ) -> Result<String, String> {
+        self.open_scanner_with(table, start, batch_cells, &serde_json::Map::new())
+            .await
+    }
+
+    /// As [`HttpClient::open_scanner`], with `extra` Scanner model fields (`endRow`, `column`,
+    /// `startTime`, `endTime`, or a `maxVersions` replacing every version).
+    pub async fn open_scanner_with(
+        &self,
+        table: &str,
+        start: Option<&[u8]>,
+        batch_cells: usize,
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<String, String> {
         let mut model = serde_json::json!({
             "batch": batch_cells,
             "maxVersions": i32::MAX,
         });
         if let Some(s) = start {
             model["startRow"] = crate::rest::media::b64_encode(s).into();
+        }
+        for (k, v) in extra {
+            model[k] = v.clone();
         }
         let r = self
             .send(
@@ -346,6 +362,18 @@ impl HttpClient {
             StatusCode::OK => parse_rows(&r.body).map(Next::Rows),
             StatusCode::NOT_FOUND | StatusCode::SERVICE_UNAVAILABLE => Ok(Next::Gone),
             _ => Err(unexpected(&format!("reading scanner {path}"), &r)),
+        }
+    }
+
+    /// `GET path` as JSON: the parsed body, `None` on 404.
+    pub async fn get_json(&self, path: &str) -> Result<Option<serde_json::Value>, String> {
+        let r = self.send(Method::GET, path, None, Bytes::new()).await?;
+        match r.status {
+            StatusCode::OK => serde_json::from_slice(&r.body)
+                .map(Some)
+                .map_err(|e| format!("GET {path}: the answer is not JSON: {e}")),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(unexpected(&format!("GET {path}"), &r)),
         }
     }
 

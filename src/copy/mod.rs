@@ -235,7 +235,7 @@ async fn run_on(
 }
 
 /// A progress line on stderr when it is a terminal, nothing otherwise.
-fn progress(what: &'static str) -> indicatif::ProgressBar {
+pub(crate) fn progress(what: &'static str) -> indicatif::ProgressBar {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         return indicatif::ProgressBar::hidden();
     }

@@ -216,7 +216,34 @@ impl Side {
                 ready: std::collections::VecDeque::new(),
                 reopened: 0,
                 page_rows,
+                extra: serde_json::Map::new(),
             }),
+        }
+    }
+
+    /// A REST scan from `start` (inclusive) with `extra` Scanner model fields (see
+    /// [`HttpClient::open_scanner_with`]); `None` for a side that is not REST.
+    pub fn rest_scan_with<'a>(
+        &'a self,
+        table: &'a str,
+        start: Option<Vec<u8>>,
+        extra: serde_json::Map<String, serde_json::Value>,
+        page_rows: usize,
+    ) -> Option<Scan<'a>> {
+        match self {
+            Side::Store(_) => None,
+            Side::Rest(client) => Some(Scan::Rest(RestScan {
+                client,
+                table,
+                start,
+                location: None,
+                done: false,
+                pending: None,
+                ready: std::collections::VecDeque::new(),
+                reopened: 0,
+                page_rows,
+                extra,
+            })),
         }
     }
 
@@ -378,6 +405,8 @@ pub struct RestScan<'a> {
     page_rows: usize,
     /// Scanners reopened since the scan last completed a row.
     reopened: u32,
+    /// Scanner model fields beyond the start row (range end, columns, time, versions).
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Times a scan reopens a scanner the server lost before it gives up.
@@ -420,7 +449,12 @@ impl RestScan<'_> {
             None => {
                 let l = self
                     .client
-                    .open_scanner(self.table, self.start.as_deref(), SCANNER_CELLS)
+                    .open_scanner_with(
+                        self.table,
+                        self.start.as_deref(),
+                        SCANNER_CELLS,
+                        &self.extra,
+                    )
                     .await?;
                 self.location = Some(l.clone());
                 l
