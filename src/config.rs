@@ -224,9 +224,15 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub body_timeout_secs: u64,
 
-    /// Client requests a region may have in flight; past it a request answers 503.
-    #[arg(long, env = "KURA_MAILBOX_CAPACITY", default_value_t = 1024)]
-    pub mailbox_capacity: usize,
+    /// Client requests a region may have in flight (queued or being served); past it a request
+    /// answers 503 at once.
+    #[arg(
+        long = "region-in-flight",
+        alias = "mailbox-capacity",
+        env = "KURA_REGION_IN_FLIGHT",
+        default_value_t = 1024
+    )]
+    pub in_flight_limit: usize,
 }
 
 /// A configuration that cannot be served.
@@ -374,7 +380,7 @@ impl Config {
             0 => None,
             mb => Some(mb << 20),
         };
-        k.mailbox_capacity = self.mailbox_capacity.max(1);
+        k.in_flight_limit = self.in_flight_limit.max(1);
         k.sync_thread = self.sync_thread.unwrap_or(self.thread_per_core);
         k.pin_arbiters = self.pin_arbiters;
         k

@@ -32,7 +32,7 @@ fn assert_400(r: &rest_support::Resp, mentions: &str) {
 #[actix_web::test]
 async fn multiget_of_thousands_of_rows_answers_every_row_instead_of_503() {
     let c = table_with_cell().await;
-    // 6,000 single-row reads in one request (well past a region's in-flight bound, `mailbox_capacity` 1,024).
+    // 6,000 single-row reads in one request (well past a region's in-flight bound, `in_flight_limit` 1,024).
     let mut uri = String::from("/t/multiget?");
     for i in 0..6_000 {
         uri.push_str(&format!("row=k{i}&"));
@@ -512,7 +512,7 @@ async fn a_malformed_percent_escape_in_an_app_path_is_400_not_another_name() {
 }
 
 /// A wrong method is a 405 whose `Allow` header lists the methods the path takes (RFC 9110
-/// requires it of a 405; an audit found none), on the REST API and the apps.
+/// requires it of a 405), on the REST API and the apps.
 #[actix_web::test]
 async fn rest_and_app_405s_name_the_allowed_methods() {
     let c = table_with_cell().await;

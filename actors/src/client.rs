@@ -1,6 +1,4 @@
 //! [`Kura`]: the cloneable handle through which HTTP handlers and applications reach the data.
-//!
-//! (API contract: signatures fixed; the implementation fills the bodies.)
 
 use crate::catalog::{Catalog, TableDescriptor};
 use crate::error::{ActorError, Result};
@@ -46,8 +44,8 @@ pub struct KuraConfig {
     /// Split a region automatically once its data exceeds this many bytes; `None` = never.
     pub split_threshold: Option<u64>,
     /// Client requests a region may have in flight (queued or being served); past it a request
-    /// answers `Overloaded` at once. (The name is the mailbox's that used to carry them.)
-    pub mailbox_capacity: usize,
+    /// answers `Overloaded` at once (the server's `--region-in-flight`).
+    pub in_flight_limit: usize,
     /// In `sync` durability, fsync each region's log on a thread of its own, so that the region
     /// serves reads of other rows during the fsync (reads of the rows being written wait for
     /// it). Off by default: on a machine whose fsync takes a fraction of a millisecond it costs
@@ -77,7 +75,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("log_prealloc", &self.log_prealloc)
             .field("idempotency_window", &self.idempotency_window)
             .field("split_threshold", &self.split_threshold)
-            .field("mailbox_capacity", &self.mailbox_capacity)
+            .field("in_flight_limit", &self.in_flight_limit)
             .field("sync_thread", &self.sync_thread)
             .field("pin_arbiters", &self.pin_arbiters)
             .field("file_system", &self.file_system.as_ref().map(|_| "custom"))
@@ -99,7 +97,7 @@ impl KuraConfig {
             log_prealloc: kura_storage::DEFAULT_LOG_PREALLOC,
             idempotency_window: Duration::from_secs(600),
             split_threshold: Some(1 << 30),
-            mailbox_capacity: 1024,
+            in_flight_limit: 1024,
             sync_thread: false,
             pin_arbiters: false,
             file_system: None,
@@ -273,7 +271,7 @@ impl Kura {
             log_prealloc: config.log_prealloc,
             idempotency_window: config.idempotency_window,
             split_threshold: config.split_threshold,
-            mailbox_capacity: config.mailbox_capacity,
+            in_flight_limit: config.in_flight_limit,
             sync_thread: config.sync_thread,
             file_system: config.file_system.clone(),
         };

@@ -46,14 +46,14 @@
 //! 3. The router does no request work and no I/O on its thread (the catalog is written on a
 //!    blocking thread); requests never pass through it.
 //! 4. Request queues are bounded by an in-flight gate per region in the handle: past
-//!    `mailbox_capacity` requests a caller gets `Overloaded` at once rather than queueing
+//!    `in_flight_limit` requests a caller gets `Overloaded` at once rather than queueing
 //!    without bound. A request holds its slot until the region answers or drops it (the slot
 //!    travels in its `Reply`), even if its caller stopped waiting. Client requests travel on a
 //!    tokio channel rather than the actix mailbox, which allocates two heap blocks per message
 //!    on the sender's thread that the region's thread frees (a cross-thread free, ~0.1 µs
 //!    each here); the mailbox carries the few control messages.
-//! 5. Background work stays off the region's thread where it can: compactions run on tokio's
-//!    blocking pool (`compaction_task` is `Send`) and are installed back on the actor; a region
+//! 5. Background work stays off the region's thread where it can: compactions run on threads
+//!    of their own (`background.rs`; `compaction_task` is `Send`) and are installed back on the actor; a region
 //!    starts a minor compaction by itself once it holds 6 segments, and a major one right
 //!    after a split to drop the rows that moved away (until then its size would ask for
 //!    another split).

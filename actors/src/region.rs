@@ -83,7 +83,7 @@ pub(crate) struct RegionSettings {
     pub log_prealloc: u64,
     pub idempotency_window: Duration,
     pub split_threshold: Option<u64>,
-    pub mailbox_capacity: usize,
+    pub in_flight_limit: usize,
     pub sync_thread: bool,
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
 }
@@ -210,7 +210,7 @@ impl RegionActor {
     ) -> (Addr<RegionActor>, RequestSender) {
         let (requests, queue) = tokio::sync::mpsc::unbounded_channel();
         let addr = RegionActor::start_in_arbiter(arbiter, move |ctx| {
-            // Client requests: bounded by the handle's in-flight gate at `mailbox_capacity`.
+            // Client requests: bounded by the handle's in-flight gate at `in_flight_limit`.
             // The actix mailbox carries the router's and operators' control messages, sent with
             // `do_send`, which no mailbox bound holds back.
             ctx.spawn(RequestQueue { idle: 0 });
@@ -1034,7 +1034,7 @@ impl Handler<PrepareSplit> for RegionActor {
 
 impl RegionActor {
     /// Run `job` on the store on a thread of its own (normal priority), the store moved there,
-    /// while this actor is paused (`ctx.wait`, invariant 6): its requests wait in its mailbox,
+    /// while this actor is paused (`ctx.wait`, invariant 6): its requests wait in its request queue,
     /// as they would behind the same work done inline, while its arbiter (an HTTP worker with
     /// thread per core) serves its other regions and connections. Then `then` runs on the
     /// actor with the store back (a store error already mapped, failing the region closed if

@@ -194,7 +194,7 @@ impl Layout {
             bucket_start: meta.bucket_start,
             bucket_end: meta.bucket_end,
             arbiter,
-            handle: RegionHandle::new(meta.id, addr, requests, self.settings.mailbox_capacity),
+            handle: RegionHandle::new(meta.id, addr, requests, self.settings.in_flight_limit),
         })
     }
 

@@ -129,7 +129,7 @@ async fn concurrent_sync_writes_share_fsyncs() {
 async fn a_full_region_answers_overloaded_instead_of_queueing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = config(dir.path());
-    cfg.mailbox_capacity = 4;
+    cfg.in_flight_limit = 4;
     cfg.durability = storage::Durability::Sync;
     let kura = Kura::start(cfg).await.expect("start");
     kura.create_table(table("o", 1, 1)).await.expect("create");
@@ -156,7 +156,7 @@ async fn requests_their_callers_abandon_still_count_until_the_region_is_done_wit
     use futures::FutureExt;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = config(dir.path());
-    cfg.mailbox_capacity = 2;
+    cfg.in_flight_limit = 2;
     let kura = Kura::start(cfg).await.expect("start");
     kura.create_table(table("g", 4, 1)).await.expect("create");
     // Each request is sent, polled once, then dropped (a client that hung up): the region
@@ -169,7 +169,7 @@ async fn requests_their_callers_abandon_still_count_until_the_region_is_done_wit
             Some(other) => panic!("unexpected answer {other:?}"),
         }
     }
-    assert_eq!((queued, overloaded), (2, 998), "the mailbox bound holds");
+    assert_eq!((queued, overloaded), (2, 998), "the in-flight bound holds");
     // Once the region has dealt with the abandoned requests, their slots are free again.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {

@@ -59,7 +59,7 @@ fn config(dir: &std::path::Path, arbiters: usize, durability: Durability, pin: b
     c.arbiters = arbiters;
     c.durability = durability;
     c.split_threshold = None;
-    c.mailbox_capacity = 4096;
+    c.in_flight_limit = 4096;
     c
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo bench -p kura-bench --bench storage` (about two minutes; a group alone:
 //! `cargo bench -p kura-bench --bench storage -- log_append`). Figures are kept in
-//! `benches/STORAGE_FIGURES.md`.
+//! the one figure table of `benches/README.md`.
 //!
 //! Every workload uses 100-byte values, one family `f`, qualifier `q`, and the row keys of the
 //! fjall comparison (`benches/fjall-compare`): `user` + 12 digits, in a scrambled order. Sample

@@ -1,6 +1,6 @@
 //! A small HBase REST client over hyper's HTTP/1.1 connection, plain or TLS (rustls), one
 //! keep-alive connection per side: schemas, CellSet `PUT`s keeping every timestamp, and
-//! stateful scanners (`shared/HBASE_REST.md` §2, §4).
+//! stateful scanners (`docs/spec/HBASE_REST.md` §2, §4).
 //!
 //! # Invariants
 //! 1. Requests that are idempotent (schemas, `PUT`s of cells with explicit timestamps, opening

@@ -1,6 +1,6 @@
 //! The HBase REST ("Stargate") compatible API: `/`, `/version`, `/status/cluster`,
 //! `/namespaces`, and per table `schema`, `exists`, `regions`, rows, `multiget`, stateful
-//! `scanner`s and stateless scans (`/{t}/*`). The spec is `shared/HBASE_REST.md`.
+//! `scanner`s and stateless scans (`/{t}/*`). The spec is `docs/spec/HBASE_REST.md`.
 //!
 //! # Layout
 //! - [`media`]: content negotiation, base64, URL decoding, query strings, body limits.

@@ -472,7 +472,7 @@ pub async fn delete(
     Ok(HttpResponse::Ok().finish())
 }
 
-/// Reads one multiget keeps in flight at once (well under a region's in-flight bound, `mailbox_capacity`).
+/// Reads one multiget keeps in flight at once (well under a region's in-flight bound, `in_flight_limit`).
 const MULTIGET_IN_FLIGHT: usize = 64;
 
 /// `GET /{t}/multiget[/{cols}]?row=r1&row=r2/cf:q[&v=N][&filter=..]`: the rows found, in
@@ -533,7 +533,7 @@ pub async fn multiget(
         .zip(prepared.iter())
         .map(|((s, r), p)| kura.get_filtered(table, &s.row, r, p.filter.clone()));
     // At most MULTIGET_IN_FLIGHT reads at once, in request order: one multiget of thousands of
-    // rows must not fill a region's mailbox and turn into a 503 (`Overloaded`) for itself.
+    // rows must not fill a region's in-flight gate and turn into a 503 (`Overloaded`) for itself.
     let results: Vec<_> = futures::stream::iter(futures)
         .buffered(MULTIGET_IN_FLIGHT)
         .collect()
