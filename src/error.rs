@@ -46,6 +46,9 @@ pub enum ApiError {
     /// The client stopped sending the request body (slow-body protection).
     #[error("Request timeout: {0}")]
     RequestTimeout(String),
+    /// A request head (request line and headers) over the server's limit.
+    #[error("Request header fields too large: {0}")]
+    HeaderFieldsTooLarge(String),
     /// Too many open scanners.
     #[error("Too many requests: {0}")]
     TooManyRequests(String),
@@ -103,6 +106,7 @@ impl ResponseError for ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::HeaderFieldsTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

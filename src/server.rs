@@ -8,6 +8,8 @@
 //!    the guess.
 //! 2. A handler that panics still answers: 500 with a plain-text body, never a dropped connection.
 //! 3. The request head must arrive within the header timeout (slowloris).
+//! 4. A request head (request line and headers) over [`MAX_REQUEST_HEAD`] bytes is answered 431
+//!    before anything else looks at it, and its connection is closed (its body is not read).
 
 use crate::config::Config;
 use crate::error::ApiError;
@@ -31,6 +33,38 @@ use subtle::ConstantTimeEq;
 const UNAUTHORIZED_DRAIN_SECS: u64 = 2;
 /// Most body bytes read (and dropped) from a refused request to keep its connection usable.
 const UNAUTHORIZED_DRAIN_LIMIT: usize = 64 << 10;
+
+/// Largest request head (request line and headers, counted as sent on the wire) answered:
+/// 64 KiB, the request header size HBase's REST server gives Jetty (`RESTServer.java`,
+/// `DEFAULT_HTTP_MAX_HEADER_SIZE`). actix-http itself only refuses heads over 128 KiB.
+pub const MAX_REQUEST_HEAD: usize = 64 << 10;
+
+/// The size of a request's head as sent: `METHOD URI HTTP/x.y\r\n` and `Name: value\r\n` each.
+fn head_size(req: &ServiceRequest) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    req.headers().iter().fold(line, |n, (name, value)| {
+        n + name.as_str().len() + value.len() + 4
+    })
+}
+
+/// Middleware: 431 Request Header Fields Too Large for a head over [`MAX_REQUEST_HEAD`].
+pub async fn refuse_large_head(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let size = head_size(&req);
+    if size > MAX_REQUEST_HEAD {
+        let (http_req, _) = req.into_parts();
+        let err = ApiError::HeaderFieldsTooLarge(format!(
+            "the request line and headers take {size} bytes; at most {MAX_REQUEST_HEAD} are \
+             accepted (send large values in the body)"
+        ));
+        let mut resp = refusal(http_req.path(), err);
+        resp.head_mut().set_connection_type(ConnectionType::Close);
+        return Ok(ServiceResponse::new(http_req, resp));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
 
 /// The bearer token clients must present, registered as `web::Data<AuthToken>`.
 /// Absent data or `AuthToken(None)` means authentication is off.
@@ -155,6 +189,7 @@ fn refusal(path: &str, err: ApiError) -> actix_web::HttpResponse {
     {
         let code = match err {
             ApiError::Unauthorized => "unauthorized",
+            ApiError::HeaderFieldsTooLarge(_) => "header_too_large",
             _ => "forbidden",
         };
         let body = serde_json::json!({"error": {"code": code, "message": err.to_string()}});
@@ -367,6 +402,7 @@ pub fn build_server(
                 from_fn(refuse_foreign_host),
             ))
             .wrap(from_fn(require_bearer))
+            .wrap(from_fn(refuse_large_head))
             .wrap(from_fn(catch_panic))
             // Outermost, so that 401s and panics are counted too.
             .wrap(crate::ops::metrics::MetricsMiddleware)

@@ -492,7 +492,9 @@ fn parse_rows(body: &[u8]) -> Result<Vec<Row>, String> {
                         timestamp: c
                             .timestamp
                             .ok_or("a scanner answer has a cell without a timestamp")?,
-                        value: c.value,
+                        value: c
+                            .value
+                            .ok_or("a scanner answer has a cell without a value")?,
                     })
                 })
                 .collect::<Result<Vec<Cell>, &str>>()?;

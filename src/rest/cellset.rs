@@ -9,6 +9,14 @@
 //! 2. On output every cell carries its timestamp; cells keep the store's order.
 //! 3. On input `key`, `column` and `timestamp` may be missing (the caller supplies fallbacks);
 //!    anything malformed is a 400 naming what is wrong.
+//! 4. Input is read as strictly as HBase's own REST server reads it (`M/CellSetModel.java`,
+//!    `M/RowModel.java`, `M/CellModel.java` bound by Jackson's `JacksonJaxbJsonProvider` and by
+//!    JAXB): `Row` and `Cell` are JSON lists (`List<RowModel>`, `List<CellModel>`; Jackson
+//!    refuses a single object where a list is declared), a JSON cell carries its value `$`
+//!    (CellModel's schema: `value` has `minOccurs="1"`; `""` is the empty value), and an XML
+//!    body's root element is `<CellSet>` (`@XmlRootElement(name = "CellSet")`). A missing value
+//!    is kept as `None` so that the one use that needs none (the cells a `check=delete`
+//!    deletes) can take it; every other use goes through [`CellIn::value`].
 
 use super::media::{b64_decode, b64_encode_into, Repr, XmlShape};
 use crate::error::{ApiError, ApiResult};
@@ -22,7 +30,19 @@ use serde_json::Value;
 pub struct CellIn {
     pub column: Option<Vec<u8>>,
     pub timestamp: Option<Timestamp>,
-    pub value: Vec<u8>,
+    /// `None` when a JSON cell has no `$` (invariant 4).
+    pub value: Option<Vec<u8>>,
+}
+
+impl CellIn {
+    /// The cell's value; a cell sent without one is a 400 (HBase's `CellModel` requires it).
+    pub fn value(&mut self) -> ApiResult<Vec<u8>> {
+        self.value.take().ok_or_else(|| {
+            ApiError::bad(
+                "a Cell has no value \"$\": send the value as base64 (\"\" for an empty value)",
+            )
+        })
+    }
 }
 
 /// One row of a request body.
@@ -43,11 +63,18 @@ pub fn parse_cellset(repr: Repr, body: &[u8]) -> ApiResult<Vec<RowIn>> {
     }
 }
 
-fn one_or_many(v: Option<&Value>) -> Vec<&Value> {
+/// The elements of a JSON list field (`Row`, `Cell`): missing or `null` is empty; anything but
+/// a list is a 400, as Jackson refuses a single object for a `List<..>` field.
+fn list_of<'a>(v: Option<&'a Value>, name: &str, example: &str) -> ApiResult<&'a [Value]> {
     match v {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a.iter().collect(),
-        Some(other) => vec![other],
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(Value::Object(_)) => Err(ApiError::bad(format!(
+            "\"{name}\" must be a list, not an object: write \"{name}\":[{example}]"
+        ))),
+        Some(_) => Err(ApiError::bad(format!(
+            "\"{name}\" must be a list: write \"{name}\":[{example}]"
+        ))),
     }
 }
 
@@ -95,7 +122,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
         ));
     };
     let mut rows = Vec::new();
-    for r in one_or_many(obj.get("Row")) {
+    for r in list_of(obj.get("Row"), "Row", "{\"key\":..,\"Cell\":[..]}")? {
         let Value::Object(r) = r else {
             return Err(ApiError::bad(
                 "each Row must be an object {\"key\":..,\"Cell\":[..]}",
@@ -103,7 +130,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
         };
         let key = json_b64(r.get("key"), "row key")?;
         let mut cells = Vec::new();
-        for c in one_or_many(r.get("Cell")) {
+        for c in list_of(r.get("Cell"), "Cell", "{\"column\":..,\"$\":..}")? {
             let Value::Object(c) = c else {
                 return Err(ApiError::bad(
                     "each Cell must be an object {\"column\":..,\"$\":..}",
@@ -112,7 +139,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
             cells.push(CellIn {
                 column: json_b64(c.get("column"), "column")?,
                 timestamp: normalize_ts(json_ts(c.get("timestamp"))?)?,
-                value: json_b64(c.get("$"), "cell value")?.unwrap_or_default(),
+                value: json_b64(c.get("$"), "cell value")?,
             });
         }
         rows.push(RowIn { key, cells });
@@ -143,6 +170,7 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
     let mut cell: Option<CellIn> = None;
     let mut text = String::new();
     let mut seen_root = false;
+    let mut first_element = true;
     let mut shape = XmlShape::default();
     loop {
         let ev = reader.read_event_into(&mut buf).map_err(xml_err)?;
@@ -150,6 +178,13 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
         match ev {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let empty = matches!(ev, Event::Empty(_));
+                if std::mem::take(&mut first_element) && e.local_name().as_ref() != b"CellSet" {
+                    return Err(ApiError::bad(format!(
+                        "an XML body must have <CellSet> as its root element, not <{}>: write \
+                         <CellSet><Row key=..><Cell column=..>..</Cell></Row></CellSet>",
+                        String::from_utf8_lossy(e.name().as_ref())
+                    )));
+                }
                 match e.local_name().as_ref() {
                     b"CellSet" => seen_root = true,
                     b"Row" => {
@@ -174,7 +209,7 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
                         let c = CellIn {
                             column,
                             timestamp,
-                            value: Vec::new(),
+                            value: Some(Vec::new()),
                         };
                         let row = rows
                             .last_mut()
@@ -197,7 +232,7 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
             }
             Event::End(e) if e.local_name().as_ref() == b"Cell" => {
                 if let Some(mut c) = cell.take() {
-                    c.value = b64_decode(&text, "cell value")?;
+                    c.value = Some(b64_decode(&text, "cell value")?);
                     if let Some(row) = rows.last_mut() {
                         row.cells.push(c);
                     }
@@ -208,7 +243,7 @@ fn parse_xml(body: &[u8]) -> ApiResult<Vec<RowIn>> {
         }
         buf.clear();
     }
-    if !seen_root && rows.is_empty() {
+    if !seen_root {
         return Err(ApiError::bad(
             "an XML CellSet must be <CellSet><Row ..>..</Row></CellSet>",
         ));
@@ -361,9 +396,9 @@ mod tests {
         let body = br#"<?xml version="1.0"?><CellSet><Row key="cm93MQ=="><Cell column="Y2Y6YQ==" timestamp="7">dmFsdWUx</Cell><Cell column="Y2Y6Yg=="/></Row></CellSet>"#;
         let rows = parse_cellset(Repr::Xml, body).expect("valid");
         assert_eq!(rows[0].cells.len(), 2);
-        assert_eq!(rows[0].cells[0].value, b"value1");
+        assert_eq!(rows[0].cells[0].value.as_deref(), Some(&b"value1"[..]));
         assert_eq!(rows[0].cells[0].timestamp, Some(7));
-        assert_eq!(rows[0].cells[1].value, b"");
+        assert_eq!(rows[0].cells[1].value.as_deref(), Some(&b""[..]));
     }
 
     #[test]
@@ -385,8 +420,12 @@ mod tests {
             &b"{"[..],
             b"[1]",
             br#"{"Row":[{"key":"!!"}]}"#,
+            br#"{"Row":{"key":"cm93"}}"#,
+            br#"{"Row":[{"key":"cm93","Cell":{"column":"Y2Y6YQ==","$":""}}]}"#,
+            br#"{"Row":[{"key":"cm93","Cell":"x"}]}"#,
             b"<CellSet><Row key=\"a\"",
             b"<Cell/>",
+            b"<Row key=\"cm93\"><Cell column=\"Y2Y6YQ==\">dg==</Cell></Row>",
         ] {
             let repr = if body.starts_with(b"<") {
                 Repr::Xml

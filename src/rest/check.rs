@@ -93,7 +93,8 @@ pub async fn handle(
                      needs the cells to put followed by the check cell",
                 ));
             }
-            let check = cells.pop().expect("at least two cells");
+            let mut check = cells.pop().expect("at least two cells");
+            let expected = check.value()?;
             let check_col = check
                 .column
                 .or_else(|| url_columns.first().cloned())
@@ -104,7 +105,8 @@ pub async fn handle(
             };
             let mut mutations = Vec::with_capacity(cells.len());
             let mut matched = false;
-            for c in cells {
+            for mut c in cells {
+                let value = c.value()?;
                 let col = c
                     .column
                     .ok_or_else(|| ApiError::bad("Column found to be null."))?;
@@ -112,12 +114,12 @@ pub async fn handle(
                 let (family, qualifier) = split_column(&col)?;
                 check_families(&desc, [family.as_slice()])?;
                 check_qualifier(&state.limits, &qualifier)?;
-                check_value(&state.limits, &c.value)?;
+                check_value(&state.limits, &value)?;
                 mutations.push(Mutation::Put {
                     family,
                     qualifier,
                     timestamp: c.timestamp,
-                    value: c.value,
+                    value,
                 });
             }
             if !matched {
@@ -128,15 +130,18 @@ pub async fn handle(
                 row: key,
                 family: cf,
                 qualifier: cq,
-                expected: check.value,
+                expected,
                 mutations,
             };
             checked(kura.check_and_mutate_keyed(table, cam, idem).await?)
         }
         "delete" => {
-            let check = cells.pop().ok_or_else(|| {
+            let mut check = cells.pop().ok_or_else(|| {
                 ApiError::bad("check=delete needs at least the check cell in the body")
             })?;
+            // The cells to delete need no value (HBase's checkAndDelete reads only their
+            // columns and timestamps); the check cell's value is the expected one.
+            let expected = check.value()?;
             let check_col = check
                 .column
                 .or_else(|| url_columns.first().cloned())
@@ -184,14 +189,15 @@ pub async fn handle(
                 row: key,
                 family: cf,
                 qualifier: cq,
-                expected: check.value,
+                expected,
                 mutations,
             };
             checked(kura.check_and_mutate_keyed(table, cam, idem).await?)
         }
         "append" => {
             let mut columns = Vec::with_capacity(cells.len());
-            for (i, c) in cells.into_iter().enumerate() {
+            for (i, mut c) in cells.into_iter().enumerate() {
+                let value = c.value()?;
                 let col = c
                     .column
                     .or_else(|| url_columns.get(i).cloned())
@@ -199,8 +205,8 @@ pub async fn handle(
                 let (family, qualifier) = split_column(&col)?;
                 check_families(&desc, [family.as_slice()])?;
                 check_qualifier(&state.limits, &qualifier)?;
-                check_value(&state.limits, &c.value)?;
-                columns.push((family, qualifier, c.value));
+                check_value(&state.limits, &value)?;
+                columns.push((family, qualifier, value));
             }
             if columns.is_empty() {
                 return Err(ApiError::bad("check=append needs at least one cell"));
@@ -220,7 +226,8 @@ pub async fn handle(
         }
         _ => {
             let mut columns = Vec::with_capacity(cells.len());
-            for (i, c) in cells.into_iter().enumerate() {
+            for (i, mut c) in cells.into_iter().enumerate() {
+                let value = c.value()?;
                 let col = c
                     .column
                     .or_else(|| url_columns.get(i).cloned())
@@ -228,7 +235,7 @@ pub async fn handle(
                 let (family, qualifier) = split_column(&col)?;
                 check_families(&desc, [family.as_slice()])?;
                 check_qualifier(&state.limits, &qualifier)?;
-                let text = String::from_utf8_lossy(&c.value).into_owned();
+                let text = String::from_utf8_lossy(&value).into_owned();
                 let amount: i64 = text.parse().map_err(|_| {
                     ApiError::bad(format!(
                         "increment amount {text:?} is not a decimal integer (send the base64 of \

@@ -247,19 +247,40 @@ const INDIFFERENT: GeneralPurposeConfig =
 const STD_LENIENT: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, INDIFFERENT);
 const URL_LENIENT: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, INDIFFERENT);
 
-/// Standard base64 (bodies), padding optional, whitespace ignored: HBase's decoders (Jackson
-/// for JSON, JAXB for XML) skip it, and clients that wrap their base64 at 76 columns (MIME,
-/// Python's `base64.encodebytes`) send line breaks inside values.
+/// Standard base64 (bodies), padding optional. Line breaks are skipped between 4-character
+/// units, where MIME wrapping (76 columns, Python's `base64.encodebytes`) puts them, as
+/// Jackson's `Base64Variant.decode` (HBase's JSON reader) skips white space only between
+/// units. A space or tab anywhere inside the value, or a line break inside a unit, is refused:
+/// `"cm93 MQ=="` is not the key `row1` a client meant to send but a mangled one.
 pub fn b64_decode(s: &str, what: &str) -> ApiResult<Vec<u8>> {
     let t = s.trim();
-    let joined: std::borrow::Cow<'_, str> = if t.bytes().any(|b| b.is_ascii_whitespace()) {
-        t.chars().filter(|c| !c.is_ascii_whitespace()).collect()
+    let invalid =
+        |why: String| ApiError::bad(format!("{what} is not valid base64 ({why}): {t:.40}"));
+    if let Some(i) = t.find([' ', '\t']) {
+        return Err(invalid(format!(
+            "it holds a space or tab at byte {i}; send the base64 without white space"
+        )));
+    }
+    let joined: std::borrow::Cow<'_, str> = if t.bytes().any(|b| b == b'\n' || b == b'\r') {
+        let mut joined = String::with_capacity(t.len());
+        for (i, c) in t.char_indices() {
+            if c == '\n' || c == '\r' {
+                if !joined.len().is_multiple_of(4) {
+                    return Err(invalid(format!(
+                        "a line break at byte {i} splits a 4-character unit"
+                    )));
+                }
+            } else {
+                joined.push(c);
+            }
+        }
+        joined.into()
     } else {
         t.into()
     };
     STD_LENIENT
         .decode(joined.as_bytes())
-        .map_err(|e| ApiError::bad(format!("{what} is not valid base64 ({e}): {t:.40}")))
+        .map_err(|e| invalid(e.to_string()))
 }
 
 /// Standard base64 with padding, as HBase writes it.
@@ -498,14 +519,24 @@ mod tests {
     }
 
     #[test]
-    fn base64_ignores_line_breaks_and_spaces_as_hbase_does() {
+    fn base64_skips_line_breaks_between_units_only() {
         let wrapped = "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB\nQUFBQQ==\n";
         assert_eq!(b64_decode(wrapped, "value").expect("valid"), vec![b'A'; 61]);
-        assert_eq!(b64_decode("cm93\r\n MQ==", "key").expect("valid"), b"row1");
+        assert_eq!(b64_decode("cm93\r\nMQ==", "key").expect("valid"), b"row1");
         assert!(
-            b64_decode("cm93MQ=!", "key").is_err(),
-            "still refuses what is not base64"
+            b64_decode("cm9\n3MQ==", "key").is_err(),
+            "a break inside a unit"
         );
+        assert!(b64_decode("cm93MQ=!", "key").is_err(), "not base64");
+    }
+
+    #[test]
+    fn base64_with_a_space_inside_is_refused() {
+        for s in ["cm93 MQ==", "cm 93MQ==", "cm93\tMQ==", "cm93\r\n MQ=="] {
+            let err = b64_decode(s, "row key").expect_err(s);
+            assert!(err.to_string().contains("space or tab"), "{err}");
+        }
+        assert_eq!(b64_decode(" cm93MQ== ", "key").expect("trimmed"), b"row1");
     }
 
     #[test]

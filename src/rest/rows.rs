@@ -307,7 +307,8 @@ fn row_mutation(
     }
     let mut mutations = Vec::with_capacity(row.cells.len());
     let mut url_col = 0;
-    for c in row.cells {
+    for mut c in row.cells {
+        let value = c.value()?;
         let column = match c.column {
             Some(col) => col,
             None => {
@@ -323,12 +324,12 @@ fn row_mutation(
         let (family, qualifier) = split_column(&column)?;
         check_families(desc, [family.as_slice()])?;
         check_qualifier(limits, &qualifier)?;
-        check_value(limits, &c.value)?;
+        check_value(limits, &value)?;
         mutations.push(Mutation::Put {
             family,
             qualifier,
             timestamp: c.timestamp,
-            value: c.value,
+            value,
         });
     }
     Ok(RowMutation {
