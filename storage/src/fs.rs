@@ -118,6 +118,24 @@ pub trait FileSystem: Send + Sync {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// fsync a directory so that creations, renames and removals in it are durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+
+    /// Give the immutable file `from` a second name `to` (which must not exist): a hard link
+    /// where the file system makes one (`Ok(true)`), else a durable copy (`Ok(false)`). Only
+    /// for files never written again (segments): a link shares their bytes.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<bool> {
+        let mut r = self.open_read(from)?;
+        let mut w = self.create(to)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = r.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            w.write_all(&buf[..n])?;
+        }
+        w.sync()?;
+        Ok(false)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,6 +262,22 @@ impl FileSystem for StdFs {
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         std::fs::File::open(dir)?.sync_all()
+    }
+
+    fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<bool> {
+        match std::fs::hard_link(from, to) {
+            Ok(()) => Ok(true),
+            // Another file system (EXDEV), or one without links: copy.
+            Err(e)
+                if e.kind() != io::ErrorKind::NotFound
+                    && e.kind() != io::ErrorKind::AlreadyExists =>
+            {
+                std::fs::copy(from, to)?;
+                std::fs::File::open(to)?.sync_all()?;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 

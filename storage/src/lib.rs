@@ -63,8 +63,9 @@ pub use idempotency::IdempotencyOptions;
 pub use kura_backend::RegionStats;
 pub use model::*;
 pub use region_store::{
-    CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask, LogSync, RecoveryMode,
-    RecoveryReport, RegionStore, RetiredMemtable, RowPredicate, StoreOptions, DEFAULT_LOG_PREALLOC,
+    CheckpointReport, CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask,
+    LogSync, RecoveryMode, RecoveryReport, RegionStore, RetiredMemtable, RowPredicate,
+    StoreOptions, DEFAULT_LOG_PREALLOC,
 };
 
 /// The store moves into its region actor's thread and compactions run on another one.
