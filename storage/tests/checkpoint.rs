@@ -5,7 +5,9 @@ mod common;
 use common::*;
 use kura_storage::*;
 
-fn everything(s: &RegionStore) -> Vec<(String, Vec<(String, i64, String)>)> {
+type Rows = Vec<(String, Vec<(String, i64, String)>)>;
+
+fn everything(s: &RegionStore) -> Rows {
     let spec = ScanSpec {
         read: read(10),
         ..ScanSpec::all()
