@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`config`]: command-line and environment configuration (clap).
 //! - [`copy`]: `kura copy`, streaming a table between REST endpoints and backends.
+//! - [`backup`]: `kura backup` and `kura restore`, online backups of the embedded backend.
 //! - [`state`]: [`state::AppState`], what every handler receives.
 //! - [`error`]: [`error::ApiError`], the one error type of the HTTP edge.
 //! - [`rest`]: the HBase REST ("Stargate") surface: rowspecs, cell sets, scanners, schemas, filters.
@@ -15,6 +16,7 @@
 //! Handlers hold no data: every read and write goes through [`kura_backend::Store`]: the HTTP layer never names a backend.
 
 pub mod apps;
+pub mod backup;
 pub mod config;
 pub mod copy;
 pub mod error;

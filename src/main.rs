@@ -46,6 +46,13 @@ fn main() -> std::process::ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "verify") {
         return kura::verify::main(std::env::args_os().skip(1));
     }
+    // `kura backup ...` and `kura restore ...` (src/backup/).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "backup") {
+        return kura::backup::backup_main(std::env::args_os().skip(1));
+    }
+    if std::env::args_os().nth(1).is_some_and(|a| a == "restore") {
+        return kura::backup::restore_main(std::env::args_os().skip(1));
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -120,6 +120,10 @@ impl Backend for Kura {
         Kura::bucket_activity(self, table)
     }
 
+    async fn checkpoint(&self, dest: &std::path::Path) -> Result<kura_backend::CheckpointInfo> {
+        Kura::checkpoint(self, dest).await
+    }
+
     async fn shutdown(&self) -> Result<()> {
         Kura::shutdown(self).await
     }

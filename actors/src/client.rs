@@ -12,7 +12,7 @@ use actix::{Addr, Arbiter, ArbiterHandle};
 pub use kura_backend::{AlterMode, RegionInfo, RegionStats, ScanRequest};
 use kura_storage::model::*;
 use kura_storage::{Durability, RecoveryMode};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -254,6 +254,21 @@ impl Kura {
         })?;
         // Before anything in the directory is read or changed.
         let lock = lock_data_dir(&dir)?;
+        if dir.join(kura_backend::RESTORE_MARKER).exists() {
+            return Err(ActorError::Internal(format!(
+                "{} holds an unfinished kura restore ({}): run the same kura restore again to                  finish it",
+                dir.display(),
+                kura_backend::RESTORE_MARKER
+            )));
+        }
+        // Staging copies of online backups are never opened: one still there was left by a
+        // backup the server stopped in the middle of.
+        let staging = dir.join(kura_backend::BACKUPS_DIR);
+        if let Err(e) = std::fs::remove_dir_all(&staging) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %staging.display(), error = %e, "could not remove old backup staging copies");
+            }
+        }
         let catalog = Catalog::load(&dir)?;
         router::remove_orphans(&dir, &catalog)?;
         if config.default_regions == 0 {
@@ -735,6 +750,16 @@ impl Kura {
             r.map_err(reject_to_error)?;
         }
         Ok(())
+    }
+
+    /// Write a consistent copy of every table into `dest` (which must not exist), laid out
+    /// as a data directory: see [`kura_backend::Backend::checkpoint`].
+    pub async fn checkpoint(&self, dest: &Path) -> Result<kura_backend::CheckpointInfo> {
+        self.check_open()?;
+        let msg = router::Checkpoint {
+            dest: dest.to_path_buf(),
+        };
+        self.inner.router.send(msg).await.map_err(router_gone)?
     }
 
     /// Split a region (at a bucket, default its middle); returns `(old id, new id)`.

@@ -191,6 +191,15 @@ pub(crate) struct AbortSplit {
     pub reply: Reply<()>,
 }
 
+/// Commit waiting writes, then write a consistent copy of the region as of now into `dest`
+/// (see `RegionStore::checkpoint`); the region goes on serving afterwards.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Checkpoint {
+    pub dest: PathBuf,
+    pub reply: Reply<kura_storage::CheckpointReport>,
+}
+
 /// Commit waiting writes, close the store (flush + sync) and stop the actor.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -71,6 +71,13 @@ pub(crate) struct SplitRegion {
     pub at: Option<u32>,
 }
 
+/// Write a consistent copy of every table into a new directory (see [`Layout::checkpoint`]).
+#[derive(Message)]
+#[rtype(result = "Result<kura_backend::CheckpointInfo>")]
+pub(crate) struct Checkpoint {
+    pub dest: PathBuf,
+}
+
 /// Close every region (flush + sync) and stop the arbiters.
 #[derive(Message)]
 #[rtype(result = "Result<()>")]
@@ -544,6 +551,70 @@ impl Layout {
         Ok((region, new_id))
     }
 
+    /// Checkpoint every region into `dest/regions/<id>/` and write the catalog to
+    /// `dest/catalog.json`: `dest` is then a data directory the store opens. The layout mutex
+    /// is held throughout, so no create, alter, drop or split runs meanwhile and the catalog
+    /// names exactly the regions copied. Each region copies itself between two of its write
+    /// batches (all of them at once, each at its own moment); writes go on around it. On
+    /// failure `dest` is removed.
+    async fn checkpoint(&mut self, dest: &Path) -> Result<kura_backend::CheckpointInfo> {
+        self.check_open()?;
+        if dest.exists() {
+            return Err(ActorError::InvalidArgument(format!(
+                "checkpoint directory {} already exists",
+                dest.display()
+            )));
+        }
+        let regions_dir = dest.join(REGIONS_DIR);
+        std::fs::create_dir_all(&regions_dir).map_err(|e| {
+            ActorError::Internal(format!("creating {}: {e}", regions_dir.display()))
+        })?;
+        let mut handles = Vec::new();
+        for name in self.catalog.tables.keys() {
+            let route = self.routes.get(name).ok_or_else(|| {
+                ActorError::Internal(format!("table {name} missing from the routing table"))
+            })?;
+            handles.extend(route.regions.iter().map(|r| r.handle.clone()));
+        }
+        let calls = handles.iter().map(|h| {
+            let region = region_dir(dest, h.id);
+            async move {
+                h.call_unbounded(|reply| messages::Checkpoint {
+                    dest: region,
+                    reply,
+                })
+                .await
+            }
+        });
+        let mut info = kura_backend::CheckpointInfo {
+            tables: self.catalog.tables.keys().cloned().collect(),
+            regions: handles.len(),
+            ..Default::default()
+        };
+        let mut failed = None;
+        for res in futures::future::join_all(calls).await {
+            match res {
+                Ok(r) => {
+                    info.bytes += r.bytes;
+                    info.linked_segments += r.linked;
+                    info.copied_segments += r.copied;
+                }
+                Err(e) => {
+                    failed.get_or_insert(reject(e, "checkpoint"));
+                }
+            }
+        }
+        let saved = match failed {
+            Some(e) => Err(e),
+            None => commit(dest, &self.catalog).await,
+        };
+        if let Err(e) = saved {
+            remove_dirs(vec![dest.to_path_buf()]).await;
+            return Err(e);
+        }
+        Ok(info)
+    }
+
     async fn close_all(&mut self) -> Result<()> {
         if self.closed {
             return Ok(());
@@ -624,6 +695,8 @@ layout_handler!(DropTable, (), |l, m| l.drop_table(&m.name));
 layout_handler!(SplitRegion, (u64, u64), |l, m| l
     .split(&m.table, m.region, m.at));
 layout_handler!(CloseAll, (), |l, _m| l.close_all());
+layout_handler!(Checkpoint, kura_backend::CheckpointInfo, |l, m| l
+    .checkpoint(&m.dest));
 
 impl Handler<AutoSplit> for RouterActor {
     type Result = ();

@@ -54,6 +54,30 @@ impl BackendKind {
     }
 }
 
+/// The directory inside an embedded data directory where online backups stage their
+/// checkpoints (`<data dir>/backups/<id>/`). Nothing the store opens lives there; the embedded
+/// backend removes it whole when it starts (a staging copy left by a killed backup).
+pub const BACKUPS_DIR: &str = "backups";
+
+/// A file `kura restore` keeps in a data directory until every file of the backup is in
+/// place: the embedded backend refuses to open a directory holding it.
+pub const RESTORE_MARKER: &str = "kura-restore.partial.json";
+
+/// What [`Backend::checkpoint`] wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The tables the checkpoint holds, sorted.
+    pub tables: Vec<String>,
+    /// Regions checkpointed (one directory each).
+    pub regions: usize,
+    /// Bytes of every file written or linked.
+    pub bytes: u64,
+    /// Segments shared with the live store by a hard link.
+    pub linked_segments: usize,
+    /// Segments copied (the file system made no link).
+    pub copied_segments: usize,
+}
+
 /// A storage backend. Every method is safe to call concurrently; `table` names are HBase table
 /// names, rows and cells are bytes.
 #[async_trait::async_trait]
@@ -148,6 +172,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Cumulative `(reads, writes)` per salt bucket of a table; `None` for an unknown table or
     /// a backend without salt buckets.
     fn bucket_activity(&self, table: &str) -> Option<Vec<(u64, u64)>>;
+
+    /// Write a consistent copy of every table into `dest` (a directory that must not exist
+    /// yet), laid out as a data directory the backend opens: each row as of one moment (the
+    /// moment may differ between regions), holding at least every write acknowledged before
+    /// the call. Writes go on meanwhile. `Unsupported` where the backend keeps no data of its
+    /// own (Bigtable: its own backups, or `kura export`).
+    async fn checkpoint(&self, dest: &std::path::Path) -> Result<CheckpointInfo>;
 
     /// Finish what is under way and release the store; later requests answer `ShuttingDown`.
     /// Idempotent.

@@ -307,6 +307,14 @@ impl Backend for BigtableBackend {
         None
     }
 
+    async fn checkpoint(&self, _dest: &std::path::Path) -> Result<kura_backend::CheckpointInfo> {
+        Err(Error::Unsupported(
+            "online backups (kura backup) are the embedded backend's: on the bigtable backend \
+             use Bigtable's own backups (gcloud bigtable backups create) or kura export"
+                .into(),
+        ))
+    }
+
     async fn shutdown(&self) -> Result<()> {
         self.closed.store(true, Ordering::Release);
         Ok(())

@@ -503,3 +503,74 @@ fn parse_rows(body: &[u8]) -> Result<Vec<Row>, String> {
         .collect::<Result<Vec<Row>, &str>>()
         .map_err(str::to_string)
 }
+
+/// The admin requests `kura backup` makes (src/backup/), over the same connection.
+impl HttpClient {
+    /// One request to an admin endpoint; retried (dropped connection, 503) only if `retry`,
+    /// which the caller sets for requests that may be repeated.
+    pub(crate) async fn admin(
+        &self,
+        method: Method,
+        path: &str,
+        retry: bool,
+    ) -> Result<Reply, String> {
+        if retry {
+            self.send(method, path, None, Bytes::new()).await
+        } else {
+            self.send_once(&method, path, None, Bytes::new()).await
+        }
+    }
+
+    /// `GET path` (from byte `from` on, with `Range: bytes=from-` if `from > 0`), handing the
+    /// body to `sink` frame by frame as it arrives: memory holds one frame, whatever the size.
+    /// Answers the status; a non-2xx answer is an error naming it.
+    pub(crate) async fn download(
+        &self,
+        path: &str,
+        from: u64,
+        sink: &mut (dyn FnMut(&[u8]) -> Result<(), String> + Send),
+    ) -> Result<StatusCode, String> {
+        let mut guard = self.conn.lock().await;
+        let mut sender = match guard.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => self.connect().await?,
+        };
+        let mut req = Request::builder()
+            .method(Method::GET)
+            .uri(format!("{}{path}", self.prefix))
+            .header(header::HOST, &self.authority);
+        if from > 0 {
+            req = req.header(header::RANGE, format!("bytes={from}-"));
+        }
+        let req = req
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| format!("GET {path}: {e}"))?;
+        let failed = |e: &dyn std::fmt::Display| format!("GET {path} on {}: {e}", self.authority);
+        sender.ready().await.map_err(|e| failed(&e))?;
+        let resp = sender.send_request(req).await.map_err(|e| failed(&e))?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if !status.is_success() {
+            let body = Limited::new(body, 1 << 20)
+                .collect()
+                .await
+                .map_err(|e| failed(&e))?
+                .to_bytes();
+            *guard = Some(sender);
+            let r = Reply {
+                status,
+                location: None,
+                body,
+            };
+            return Err(unexpected(&format!("GET {path}"), &r));
+        }
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| failed(&e))?;
+            if let Some(data) = frame.data_ref() {
+                sink(data)?;
+            }
+        }
+        *guard = Some(sender);
+        Ok(status)
+    }
+}

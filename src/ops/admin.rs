@@ -28,7 +28,7 @@ pub struct AdminError {
 }
 
 impl AdminError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         AdminError {
             status,
             code,
@@ -36,7 +36,7 @@ impl AdminError {
         }
     }
 
-    fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
@@ -470,7 +470,9 @@ pub async fn not_found() -> HttpResponse {
         "no such admin endpoint; see docs/ADMIN.md: GET /admin/tables, GET /admin/tables/{t}, \
          GET /admin/tables/{t}/regions, GET /admin/tables/{t}/heatmap, \
          POST /admin/tables/{t}/flush, POST /admin/tables/{t}/compact?major=, \
-         POST /admin/tables/{t}/regions/{id}/split?bucket=|by=middle|size|load",
+         POST /admin/tables/{t}/regions/{id}/split?bucket=|by=middle|size|load, \
+         POST /admin/backups, GET|DELETE /admin/backups/{id}, \
+         GET /admin/backups/{id}/files/{path}",
     )
     .error_response()
 }
@@ -526,6 +528,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/tables/{table}/regions/{region}/split",
                 "POST",
                 web::post().to(split),
+            ))
+            .service(only(
+                "/backups",
+                "POST",
+                web::post().to(super::backup::create),
+            ))
+            .service(
+                web::resource("/backups/{id}")
+                    .route(web::get().to(super::backup::get))
+                    .route(web::delete().to(super::backup::delete)),
+            )
+            .service(only(
+                "/backups/{id}/files/{path:.*}",
+                "GET",
+                web::get().to(super::backup::file),
             ))
             .default_service(web::to(not_found)),
     );

@@ -34,6 +34,7 @@
 //!    both bounded in size whatever the traffic.
 
 pub mod admin;
+pub mod backup;
 pub mod console;
 pub mod heatmap;
 pub mod metrics;
