@@ -22,10 +22,16 @@ use std::sync::Arc;
 type Dump = BTreeMap<Vec<u8>, Vec<(Vec<u8>, i64, Vec<u8>)>>;
 
 fn kura(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kura"))
-        .args(args)
-        .output()
-        .expect("run kura")
+    kura_env(args, &[])
+}
+
+fn kura_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura"));
+    cmd.args(args).env_remove("KURA_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run kura")
 }
 
 fn text(o: &Output) -> String {
@@ -516,4 +522,36 @@ fn the_backup_endpoints_refuse_paths_outside_the_staging_copy() {
         .request("GET", &format!("/admin/backups/{id}"), &[], b"")
         .expect("request");
     assert_eq!(r.status, 404);
+}
+
+#[test]
+fn a_server_behind_a_token_is_backed_up_with_the_token() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let token_file = work.path().join("token");
+    std::fs::write(&token_file, "backup-token-0123456789\n").expect("write token");
+    let token_arg = token_file.to_str().expect("utf-8");
+    let server = Server::start(&work.path().join("live"), &["--token-file", token_arg]);
+    let out = work.path().join("b");
+    let o = backup(&server, &out, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--token-file"),
+        "{}",
+        text(&o)
+    );
+    let o = backup(&server, &out, &["--token-file", token_arg]);
+    assert!(o.status.success(), "{}", text(&o));
+    let u = url(&server);
+    let env_out = work.path().join("b-env");
+    let o = kura_env(
+        &[
+            "backup",
+            "--url",
+            &u,
+            "--out",
+            env_out.to_str().expect("utf-8"),
+        ],
+        &[("KURA_TOKEN", "backup-token-0123456789")],
+    );
+    assert!(o.status.success(), "{}", text(&o));
 }

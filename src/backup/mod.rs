@@ -79,6 +79,11 @@ pub struct BackupArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
+    /// File whose first line is the server's bearer token (`Authorization: Bearer`); without
+    /// it the KURA_TOKEN environment variable is used, if set.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+
     /// Testing: stop (exit 1) after this many files were downloaded, as if killed.
     #[arg(long, hide = true)]
     pub stop_after_files: Option<u64>,
@@ -236,7 +241,11 @@ async fn create_staging(client: &HttpClient, url: &str) -> Result<Listing, Failu
 
 async fn backup(args: BackupArgs) -> Result<(), Failure> {
     let started = Instant::now();
-    let client = HttpClient::new(&args.url).map_err(Failure::Usage)?;
+    let token =
+        crate::copy::http::client_token(args.token_file.as_deref()).map_err(Failure::Usage)?;
+    let client = HttpClient::new(&args.url)
+        .and_then(|c| c.with_token(token.as_deref()))
+        .map_err(Failure::Usage)?;
     let out = args.out.clone();
     std::fs::create_dir_all(&out)
         .map_err(|e| Failure::Usage(format!("creating {}: {e}", out.display())))?;

@@ -514,11 +514,15 @@ impl HttpClient {
         path: &str,
         retry: bool,
     ) -> Result<Reply, String> {
-        if retry {
-            self.send(method, path, None, Bytes::new()).await
+        let r = if retry {
+            self.send(method, path, None, Bytes::new()).await?
         } else {
-            self.send_once(&method, path, None, Bytes::new()).await
+            self.send_once(&method, path, None, Bytes::new()).await?
+        };
+        if is_refused(r.status) {
+            return Err(self.refused(&r));
         }
+        Ok(r)
     }
 
     /// `GET path` (from byte `from` on, with `Range: bytes=from-` if `from > 0`), handing the
@@ -542,6 +546,9 @@ impl HttpClient {
         if from > 0 {
             req = req.header(header::RANGE, format!("bytes={from}-"));
         }
+        if let Some(auth) = &self.authorization {
+            req = req.header(header::AUTHORIZATION, auth.clone());
+        }
         let req = req
             .body(Full::new(Bytes::new()))
             .map_err(|e| format!("GET {path}: {e}"))?;
@@ -562,6 +569,9 @@ impl HttpClient {
                 location: None,
                 body,
             };
+            if is_refused(status) {
+                return Err(self.refused(&r));
+            }
             return Err(unexpected(&format!("GET {path}"), &r));
         }
         while let Some(frame) = body.frame().await {
