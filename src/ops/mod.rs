@@ -19,7 +19,9 @@
 //!     region at bucket `N` (the first bucket of the upper half), in the middle, or where the
 //!     writes (size) or reads and writes (load) its buckets received halve;
 //!   - `GET  /admin/tables/{t}/heatmap`: reads and writes per salt bucket per 5 s interval over
-//!     the last 10 minutes (a time × bucket matrix).
+//!     the last 10 minutes (a time × bucket matrix);
+//!   - `POST /admin/backups`, `GET|DELETE /admin/backups/{id}`,
+//!     `GET /admin/backups/{id}/files/{path}`: online backups ([`backup`]).
 //!
 //!   Errors are `{"error":{"code","message"}}`: 404 unknown table or region, 400 bad input,
 //!   503 when the store cannot serve now.
