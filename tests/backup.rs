@@ -555,3 +555,55 @@ fn a_server_behind_a_token_is_backed_up_with_the_token() {
     );
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn a_resumed_backup_continues_a_partial_file_and_refetches_a_damaged_one() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&work.path().join("live"), &[]);
+    let mut http = server.client();
+    fill(&mut http, 60);
+    let out = work.path().join("b");
+    let o = backup(&server, &out, &["--stop-after-files", "3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let mut done: Vec<String> = Vec::new();
+    for rel in ["apps-clock", "catalog.json"] {
+        if out.join(rel).exists() {
+            done.push(rel.to_string());
+        }
+    }
+    let regions = out.join("regions");
+    for region in std::fs::read_dir(&regions).expect("regions").flatten() {
+        for f in std::fs::read_dir(region.path()).expect("region").flatten() {
+            done.push(
+                f.path()
+                    .strip_prefix(&out)
+                    .expect("inside")
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    done.sort();
+    assert_eq!(done.len(), 3, "{done:?}");
+    // The first stays, the second is cut to a partial download, the third is damaged.
+    let partial = out.join(&done[1]);
+    let bytes = std::fs::read(&partial).expect("read");
+    let mut part = partial.clone().into_os_string();
+    part.push(".part");
+    std::fs::write(&part, &bytes[..bytes.len() / 2]).expect("write part");
+    std::fs::remove_file(&partial).expect("remove");
+    let damaged = out.join(&done[2]);
+    let mut bytes = std::fs::read(&damaged).expect("read");
+    bytes[0] ^= 1;
+    std::fs::write(&damaged, bytes).expect("write");
+
+    let o = backup(&server, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("1 already there"),
+        "{}",
+        text(&o)
+    );
+    let o = restore(&out, None, true);
+    assert!(o.status.success(), "{}", text(&o));
+}

@@ -574,6 +574,12 @@ impl HttpClient {
             }
             return Err(unexpected(&format!("GET {path}"), &r));
         }
+        if from > 0 && status != StatusCode::PARTIAL_CONTENT {
+            // The whole file again: appending it would corrupt the part already there.
+            return Err(format!(
+                "GET {path}: asked for bytes {from}- and got HTTP {status}, not 206"
+            ));
+        }
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| failed(&e))?;
             if let Some(data) = frame.data_ref() {
