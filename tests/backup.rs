@@ -607,3 +607,49 @@ fn a_resumed_backup_continues_a_partial_file_and_refetches_a_damaged_one() {
     let o = restore(&out, None, true);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn an_unfinished_restore_is_refused_by_the_server_and_finished_by_running_it_again() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&work.path().join("live"), &[]);
+    let mut http = server.client();
+    fill(&mut http, 30);
+    let before = dump(&mut http, "t");
+    let out = work.path().join("b");
+    let o = backup(&server, &out, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    drop(server);
+    let listing: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("kura-backup.json")).expect("listing"))
+            .expect("JSON");
+    let id = listing["id"].as_str().expect("id");
+
+    // What a restore killed midway leaves: its mark, the catalog not yet written.
+    let dir = work.path().join("restored");
+    let o = restore(&out, Some(&dir), false);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(
+        dir.join("kura-restore.partial.json"),
+        format!(r#"{{"url":"{}","id":"{id}"}}"#, out.display()),
+    )
+    .expect("mark");
+    std::fs::remove_file(dir.join("catalog.json")).expect("remove");
+    let port = server_harness::free_port().to_string();
+    let o = kura(&[
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+        "--data-dir",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unfinished kura restore"),
+        "{}",
+        text(&o)
+    );
+    let o = restore(&out, Some(&dir), false);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!dir.join("kura-restore.partial.json").exists());
+    let server = Server::start(&dir, &[]);
+    assert_eq!(dump(&mut server.client(), "t"), before);
+}
