@@ -344,3 +344,229 @@ async fn bad_input_is_a_400_with_the_error_body() {
     );
     assert_eq!(status, 200);
 }
+
+/// A hit's raw row keys in the `access` table, as `(salt prefix, rest as text)`.
+async fn access_keys(kura: &kura_backend::Store) -> Vec<([u8; 4], String)> {
+    let got = kura
+        .scan(
+            "access",
+            kura_backend::ScanRequest {
+                spec: kura_backend::ScanSpec::all(),
+                limit: None,
+                page: kura_backend::ScanLimits::default(),
+            },
+        )
+        .await
+        .expect("scan access");
+    got.rows
+        .iter()
+        .map(|r| {
+            let mut p = [0u8; 4];
+            p.copy_from_slice(&r.key[..4]);
+            (p, String::from_utf8_lossy(&r.key[4..]).into_owned())
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn co_jp_sites_are_split_by_the_public_suffix_list() {
+    let s = store().await;
+    let app = app!(s.kura);
+    for (url, n) in [
+        ("http://blog.example.co.jp/a", 1),
+        ("http://example.co.jp/", 2),
+        ("http://other.co.jp/", 4),
+        ("http://www.example.ne.jp/", 8),
+    ] {
+        let (status, body) = call!(
+            &app,
+            post(
+                "/apps/counter/hits",
+                json!({"url": url, "at": T0, "amount": n})
+            )
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    // Each registrable domain is a site of its own: its own salt prefix.
+    use kura::apps::keys::hash4;
+    let keys = access_keys(&s.kura).await;
+    let prefix_of = |rest: &str| keys.iter().find(|(_, r)| r == rest).map(|(p, _)| *p);
+    assert_eq!(
+        prefix_of("jp.co.example.blog\t/a"),
+        Some(hash4(b"example.co.jp"))
+    );
+    assert_eq!(prefix_of("jp.co.example\t/"), Some(hash4(b"example.co.jp")));
+    assert_eq!(prefix_of("jp.co.other\t/"), Some(hash4(b"other.co.jp")));
+    assert_eq!(
+        prefix_of("jp.ne.example.www\t/"),
+        Some(hash4(b"example.ne.jp"))
+    );
+    // A site's query covers the site only; the suffix's covers every site under it.
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=example.co.jp"));
+    assert_eq!(body["total"], 3, "{body}");
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=co.jp"));
+    assert_eq!(body["total"], 7, "{body}");
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=jp"));
+    assert_eq!(body["total"], 15, "{body}");
+}
+
+#[actix_web::test]
+async fn rows_of_the_two_label_layout_still_read_and_add_up() {
+    let s = store().await;
+    let app = app!(s.kura);
+    // Ensure the table, then write two URLs the way the counter wrote them before the Public
+    // Suffix List: salted by the last two labels (`co.jp`).
+    let (status, _) = call!(&app, get("/apps/counter/total?domain=example.co.jp"));
+    assert_eq!(status, 200);
+    use kura::apps::keys::hash4;
+    for (rest, n) in [("jp.co.example.blog\t/a", 5), ("jp.co.example\t/", 7)] {
+        let mut row = hash4(b"co.jp").to_vec();
+        row.extend_from_slice(rest.as_bytes());
+        s.kura
+            .increment(
+                "access",
+                kura_backend::Increment {
+                    row,
+                    columns: vec![
+                        (b"h".to_vec(), b"2024010203".to_vec(), n),
+                        (b"d".to_vec(), b"20240102".to_vec(), n),
+                        (b"t".to_vec(), Vec::new(), n),
+                    ],
+                },
+            )
+            .await
+            .expect("old-layout row");
+    }
+    // The old rows read as they are.
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=example.co.jp"));
+    assert_eq!(body["total"], 12, "{body}");
+    // A new hit on one of those URLs lands in the new layout; reads add both rows.
+    let (status, body) = call!(
+        &app,
+        post(
+            "/apps/counter/hits",
+            json!({"url": "http://blog.example.co.jp/a", "at": T0, "amount": 1})
+        )
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = call!(
+        &app,
+        get("/apps/counter/total?domain=blog.example.co.jp&path=/a")
+    );
+    assert_eq!(
+        body,
+        json!({"total": 6, "counts": [{"domain": "blog.example.co.jp", "path": "/a", "count": 6}]})
+    );
+    let (_, body) = call!(
+        &app,
+        get("/apps/counter/hourly?domain=example.co.jp&start=2024010200&end=2024010300")
+    );
+    assert_eq!(
+        counts(&body),
+        vec![
+            row("example.co.jp", "/", "2024010203", 7),
+            row("blog.example.co.jp", "/a", "2024010203", 6),
+        ]
+    );
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=co.jp"));
+    assert_eq!(body["total"], 13, "{body}");
+}
+
+/// Walks every page of `uri` (which has `limit=`): `(all counts, number of pages)`.
+macro_rules! walk {
+    ($app:expr, $uri:expr) => {{
+        let uri: &str = $uri;
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let page_uri = match &after {
+                Some(a) => format!("{uri}&after={a}"),
+                None => uri.to_string(),
+            };
+            let (status, body) = call!($app, get(&page_uri));
+            assert_eq!(status, 200, "{body}");
+            pages += 1;
+            all.extend(body["counts"].as_array().expect("counts").iter().cloned());
+            match body["next"].as_str() {
+                Some(n) => after = Some(n.to_string()),
+                None => {
+                    assert!(
+                        body["next"].is_null(),
+                        "next is null on the last page: {body}"
+                    );
+                    break;
+                }
+            }
+            assert!(pages < 100, "paging does not end");
+        }
+        (all, pages)
+    }};
+}
+
+#[actix_web::test]
+async fn domain_queries_page_with_limit_and_after() {
+    let s = store().await;
+    let app = app!(s.kura);
+    seed!(&app);
+    for (uri, page_uri) in [
+        (
+            "/apps/counter/hourly?domain=example.jp&start=2024010200&end=2024010400",
+            "/apps/counter/hourly?domain=example.jp&start=2024010200&end=2024010400&limit=2",
+        ),
+        (
+            "/apps/counter/daily?domain=jp&start=20240101&end=20240104",
+            "/apps/counter/daily?domain=jp&start=20240101&end=20240104&limit=1",
+        ),
+        (
+            "/apps/counter/total?domain=example.jp",
+            "/apps/counter/total?domain=example.jp&limit=1",
+        ),
+    ] {
+        let (_, whole) = call!(&app, get(uri));
+        assert!(
+            whole.get("next").is_none(),
+            "no next without limit: {whole}"
+        );
+        let (paged, pages) = walk!(&app, page_uri);
+        assert_eq!(
+            Value::Array(paged),
+            whole["counts"],
+            "pages of {page_uri} make the whole list"
+        );
+        assert!(pages >= 3, "{page_uri} took {pages} pages");
+    }
+    // A page of totals still says the whole total.
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=example.jp&limit=1"));
+    assert_eq!(body["total"], 15, "{body}");
+    assert_eq!(body["counts"].as_array().map(Vec::len), Some(1));
+    // Bad limits and cursors are 400s; a cursor of another domain is refused.
+    for uri in [
+        "/apps/counter/total?domain=example.jp&limit=0",
+        "/apps/counter/total?domain=example.jp&limit=1001",
+        "/apps/counter/total?domain=example.jp&after=!!",
+        "/apps/counter/hourly?domain=example.jp&start=2024010200&end=2024010400&after=YWJj",
+    ] {
+        let (status, body) = call!(&app, get(uri));
+        assert_error(status, &body, 400);
+    }
+    let (_, body) = call!(&app, get("/apps/counter/total?domain=example.com&limit=1"));
+    let other = body["next"].as_str().map(str::to_string);
+    let (_, body) = call!(
+        &app,
+        get("/apps/counter/total?domain=badexample.jp&limit=1")
+    );
+    assert!(
+        body["next"].is_null() && other.is_none(),
+        "one URL each: {body}"
+    );
+    let (_, first) = call!(&app, get("/apps/counter/total?domain=example.jp&limit=1"));
+    let cursor = first["next"].as_str().expect("a next page");
+    let (status, body) = call!(
+        &app,
+        get(&format!(
+            "/apps/counter/total?domain=example.com&after={cursor}"
+        ))
+    );
+    assert_error(status, &body, 400);
+}

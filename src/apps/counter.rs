@@ -6,9 +6,11 @@
 //!
 //! `hash4(site) (4) | reversed domain (UTF-8) | 0x09 ('\t') | path (UTF-8)`
 //!
-//! - `site` is the domain's last two labels (`blog.example.jp` -> `example.jp`), or the whole
-//!   domain if it has fewer. Every domain below a site shares its salt prefix, so one site's
-//!   rows live in one region, and a domain query of two or more labels scans inside it.
+//! - `site` is the domain's registrable domain by the Public Suffix List (the `psl` crate, whose
+//!   list is compiled in): `blog.example.co.jp` -> `example.co.jp`, `blog.example.jp` ->
+//!   `example.jp`. A domain that is itself a public suffix (`co.jp`, `jp`) is its own site.
+//!   Every domain below a registrable domain shares its salt prefix, so one site's rows live in
+//!   one region, and a domain query scans inside it.
 //! - The reversed domain reverses the labels (`blog.example.jp` -> `jp.example.blog`), so a
 //!   domain and its subdomains are adjacent in key order.
 //! - Domains hold no control characters, so `'\t'` (0x09) sorts below every domain byte and key
@@ -17,14 +19,29 @@
 //! Cells (8-byte BE counters): `h:yyyyMMddHH`, `d:yyyyMMdd`, `t:""`, UTC buckets. Hourly, daily
 //! and total reads never mix, hence three families (the document's IO isolation).
 //!
+//! # The layout before the Public Suffix List (both layouts are read)
+//! Rows written before sites followed the PSL took the domain's last two labels as the site:
+//! every `*.co.jp` URL under `hash4("co.jp")`. Only the 4-byte prefix differs (the rest of the
+//! key is the same), and only for domains whose registrable domain has three or more labels (or
+//! sits under a private suffix of the list). Hits are always written to the new row; reads take
+//! both: a URL query gets the new and the old row, a domain query scans the new site's range and
+//! the old site's range, and counts of the same URL and bucket are added. So existing data keeps
+//! reading correctly without a migration, and a URL counted under both layouts reads as one sum.
+//!
 //! # Queries
-//! - One URL: a get of its row, restricted to the family and to the bucket range `[start, end)`
-//!   (bucket names are fixed-width digits, so byte order is time order).
-//! - A domain `D` (two or more labels): a scan of `[hash4(site(D)) | rev(D) | '\t',
-//!   hash4(site(D)) | rev(D) | '/')` whose rows are kept only if the byte after `rev(D)` is `'\t'`
-//!   (the domain itself) or `'.'` (a subdomain): label boundaries, so `example.jp` never matches
-//!   `badexample.jp` nor `example.jp-x`. A one-label domain (`jp`) spans sites: it scans the
-//!   table with the same key filter (every region; documented cost).
+//! - One URL: a get of its row(s), restricted to the family and to the bucket range
+//!   `[start, end)` (bucket names are fixed-width digits, so byte order is time order).
+//! - A domain `D` at or below a registrable domain: a scan of `[hash4(site(D)) | rev(D) | '\t',
+//!   hash4(site(D)) | rev(D) | '/')` (and the same under the old site's prefix) whose rows are
+//!   kept only if the byte after `rev(D)` is `'\t'` (the domain itself) or `'.'` (a subdomain):
+//!   label boundaries, so `example.jp` never matches `badexample.jp` nor `example.jp-x`. A domain
+//!   that is a public suffix or one label (`co.jp`, `jp`) spans sites: it scans the table with
+//!   the same key filter (every region; documented cost).
+//! - Paging: with `limit` (or `after`), an answer holds at most `limit` counts in their order and
+//!   `next`, the cursor of the last one (URL-safe base64 of `bucket | rev(D) '\t' path`); the
+//!   next page resumes the scans at that URL and skips what is not after it (`null` on the last
+//!   page). Without either, every count and no `next`: the contract's answer, unchanged.
+//!   `total` is always the whole total of the domain (or URL), whatever the page.
 //!
 //! # Invariants
 //! 1. A hit is one atomic `Increment` of `h`, `d` and `t` on one row; the answer is the counts
@@ -41,12 +58,14 @@ use super::request;
 use super::scan::scan_rows;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use chrono::{DateTime, NaiveDate};
 use kura_backend::{
     Cell, ColumnSelection, ColumnSpec, Increment, ReadSpec, Row, RowFilter, ScanSpec,
 };
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -141,26 +160,67 @@ fn parse_url(url: &str) -> AppResult<(String, String)> {
     Ok((domain, path))
 }
 
+/// The registrable domain of `domain` by the Public Suffix List, if it has one (a public suffix
+/// such as `co.jp` has none).
+fn registrable(domain: &str) -> Option<&str> {
+    psl::domain_str(domain)
+}
+
+/// The site whose salt prefix a domain's rows carry: its registrable domain, or the domain
+/// itself when it is a public suffix.
 fn site_of(domain: &str) -> &str {
+    registrable(domain).unwrap_or(domain)
+}
+
+/// The site of the layout before the Public Suffix List: the last two labels.
+fn legacy_site_of(domain: &str) -> &str {
     match domain.rmatch_indices('.').nth(1) {
         Some((i, _)) => &domain[i + 1..],
         None => domain,
     }
 }
 
-fn row_key(domain: &str, path: &str) -> Vec<u8> {
+/// The salt prefixes a domain's rows may carry: the site's, then the old layout's if it differs.
+fn prefixes(domain: &str) -> Vec<[u8; 4]> {
+    let new = hash4(site_of(domain).as_bytes());
+    let old = hash4(legacy_site_of(domain).as_bytes());
+    if old == new {
+        vec![new]
+    } else {
+        vec![new, old]
+    }
+}
+
+/// `rev(domain) '\t' path`: a URL's key after its salt prefix.
+fn url_key(domain: &str, path: &str) -> Vec<u8> {
     let rev = reverse_domain(domain);
-    let mut k = Vec::with_capacity(4 + rev.len() + 1 + path.len());
-    k.extend_from_slice(&hash4(site_of(domain).as_bytes()));
+    let mut k = Vec::with_capacity(rev.len() + 1 + path.len());
     k.extend_from_slice(rev.as_bytes());
     k.push(b'\t');
     k.extend_from_slice(path.as_bytes());
     k
 }
 
+fn salted(prefix: [u8; 4], url: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + url.len());
+    k.extend_from_slice(&prefix);
+    k.extend_from_slice(url);
+    k
+}
+
+/// The row a hit on `domain` + `path` is written to.
+fn row_key(domain: &str, path: &str) -> Vec<u8> {
+    salted(hash4(site_of(domain).as_bytes()), &url_key(domain, path))
+}
+
 /// `(domain, path)` from a row key.
+#[cfg(test)]
 fn decode_key(key: &[u8]) -> Option<(String, String)> {
-    let body = key.get(4..)?;
+    decode_url(key.get(4..)?)
+}
+
+/// `(domain, path)` from a URL key (`rev '\t' path`).
+fn decode_url(body: &[u8]) -> Option<(String, String)> {
     let tab = body.iter().position(|&b| b == b'\t')?;
     let rev = std::str::from_utf8(&body[..tab]).ok()?;
     let path = std::str::from_utf8(&body[tab + 1..]).ok()?;
@@ -259,63 +319,209 @@ impl RowFilter for CounterFilter {
     }
 }
 
-/// The rows a query covers: the one URL row if `path` is given, else every URL of the domain
-/// and its subdomains, ordered by (reversed domain, path).
-async fn query_rows(
+/// One count of an answer: the URL key (`rev '\t' path`), the bucket (`""` for the total) and
+/// the count. Answers list entries in `(url, bucket)` order.
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    url: Vec<u8>,
+    bucket: Vec<u8>,
+    count: i64,
+}
+
+/// A page request: at most `limit` entries strictly after `after` (`(url, bucket)`).
+struct Page {
+    limit: usize,
+    after: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The entries of one query, with whether more may follow the last (a page was cut short).
+struct Answer {
+    entries: Vec<Entry>,
+    more: bool,
+}
+
+/// Adds the cells of `rows` (already restricted to one family and bucket range) into `into`,
+/// keyed by URL then bucket: the same URL read under both layouts sums into one count.
+fn merge_rows(
+    into: &mut BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, i64>>,
+    rows: Vec<Row>,
+) -> AppResult<()> {
+    for row in rows {
+        let url = row.key.get(4..).unwrap_or_default().to_vec();
+        let buckets = into.entry(url).or_default();
+        for cell in &row.cells {
+            let n = counter_value(cell)?;
+            let c = buckets.entry(cell.qualifier.clone()).or_insert(0);
+            *c = c.saturating_add(n);
+        }
+    }
+    Ok(())
+}
+
+/// The entries a query covers: the one URL if `path` is given, else every URL of the domain
+/// and its subdomains, in `(url, bucket)` order; with `page`, only those after its cursor, at
+/// most `limit` of them.
+async fn query(
     state: &AppState,
     domain: &str,
     path: Option<&str>,
     family: &'static str,
     range: Option<(Vec<u8>, Vec<u8>)>,
-) -> AppResult<Vec<Row>> {
+    page: Option<&Page>,
+) -> AppResult<Answer> {
     let kura = &state.kura;
     super::ensure_table(kura, TABLE).await?;
     let read = ReadSpec {
         columns: ColumnSelection(vec![ColumnSpec::Family(family.into())]),
         ..ReadSpec::default()
     };
+    let rev = reverse_domain(domain);
+    let mut merged = BTreeMap::new();
+    // The URL key up to which every scan's rows were read (a scan cut at its row limit).
+    let mut complete_to: Option<Vec<u8>> = None;
     if let Some(path) = path {
         let filter = Arc::new(CounterFilter {
             family,
             range,
             domain: None,
         });
-        let row = kura
-            .get_filtered(TABLE, &row_key(domain, path), &read, Some(filter))
-            .await?;
-        return Ok(row.into_iter().collect());
-    }
-    let rev = reverse_domain(domain);
-    let filter = Arc::new(CounterFilter {
-        family,
-        range,
-        domain: Some(rev.clone().into_bytes()),
-    });
-    let spec = if domain.contains('.') {
-        let h = hash4(site_of(domain).as_bytes());
-        let mut low = h.to_vec();
-        low.extend_from_slice(rev.as_bytes());
-        let mut high = low.clone();
-        low.push(b'\t');
-        high.push(b'.' + 1);
-        ScanSpec {
-            low: Bound::Included(low),
-            high: Bound::Excluded(high),
-            read,
-            filter: Some(filter),
-            reversed: false,
+        let url = url_key(domain, path);
+        for prefix in prefixes(domain) {
+            let row = kura
+                .get_filtered(TABLE, &salted(prefix, &url), &read, Some(filter.clone()))
+                .await?;
+            merge_rows(&mut merged, row.into_iter().collect())?;
         }
     } else {
-        ScanSpec {
-            read,
-            filter: Some(filter),
-            ..ScanSpec::all()
+        let filter = Arc::new(CounterFilter {
+            family,
+            range,
+            domain: Some(rev.clone().into_bytes()),
+        });
+        let start = page
+            .and_then(|p| p.after.as_ref())
+            .map(|(url, _)| url.clone());
+        if registrable(domain).is_some() {
+            // Rows after the cursor's row: its own row may add nothing past the cursor, and
+            // every other row adds at least one entry (empty rows are filtered out).
+            let want = page.map_or(usize::MAX, |p| p.limit.saturating_add(2));
+            for prefix in prefixes(domain) {
+                let mut low = prefix.to_vec();
+                match &start {
+                    Some(url) => low.extend_from_slice(url),
+                    None => {
+                        low.extend_from_slice(rev.as_bytes());
+                        low.push(b'\t');
+                    }
+                }
+                let mut high = prefix.to_vec();
+                high.extend_from_slice(rev.as_bytes());
+                high.push(b'.' + 1);
+                let spec = ScanSpec {
+                    low: Bound::Included(low),
+                    high: Bound::Excluded(high),
+                    read: read.clone(),
+                    filter: Some(filter.clone()),
+                    reversed: false,
+                };
+                let rows = scan_rows(kura, TABLE, spec, 0, want).await?;
+                if rows.len() >= want {
+                    if let Some(last) = rows.last().and_then(|r| r.key.get(4..)) {
+                        if complete_to.as_deref().is_none_or(|c| last < c) {
+                            complete_to = Some(last.to_vec());
+                        }
+                    }
+                }
+                merge_rows(&mut merged, rows)?;
+            }
+        } else {
+            // A public suffix or a single label spans sites: the whole table, filtered.
+            let spec = ScanSpec {
+                read,
+                filter: Some(filter),
+                ..ScanSpec::all()
+            };
+            merge_rows(
+                &mut merged,
+                scan_rows(kura, TABLE, spec, 0, usize::MAX).await?,
+            )?;
+        }
+    }
+    let after = page.and_then(|p| p.after.as_ref());
+    let limit = page.map_or(usize::MAX, |p| p.limit);
+    let mut entries = Vec::new();
+    let mut more = false;
+    'urls: for (url, buckets) in merged {
+        if complete_to.as_ref().is_some_and(|c| url > *c) {
+            more = true;
+            break;
+        }
+        for (bucket, count) in buckets {
+            if after.is_some_and(|(au, ab)| (&url, &bucket) <= (au, ab)) {
+                continue;
+            }
+            if entries.len() == limit {
+                more = true;
+                break 'urls;
+            }
+            entries.push(Entry {
+                url: url.clone(),
+                bucket,
+                count,
+            });
+        }
+    }
+    Ok(Answer { entries, more })
+}
+
+/// The page a query asks for: `limit` and `after` (either one pages; neither is every count).
+/// A cursor must lie inside the domain (and be the URL, with `path`) and carry a bucket of the
+/// query's width.
+fn page_of(
+    q: &HashMap<String, String>,
+    domain: &str,
+    path: Option<&str>,
+    bucket_width: usize,
+) -> AppResult<Option<Page>> {
+    let after = q.get("after").filter(|a| !a.is_empty());
+    if !q.contains_key("limit") && after.is_none() {
+        return Ok(None);
+    }
+    let limit = request::limit(q)?;
+    let after = match after {
+        None => None,
+        Some(a) => {
+            let bad =
+                || AppError::bad("malformed cursor: pass back the 'next' value of a previous page");
+            let raw = URL_SAFE_NO_PAD.decode(a.as_bytes()).map_err(|_| bad())?;
+            if raw.len() <= bucket_width || !raw[..bucket_width].iter().all(u8::is_ascii_digit) {
+                return Err(bad());
+            }
+            let (bucket, url) = raw.split_at(bucket_width);
+            let rev = reverse_domain(domain);
+            let inside = match path {
+                Some(p) => url == url_key(domain, p).as_slice(),
+                None => {
+                    url.len() > rev.len()
+                        && url.starts_with(rev.as_bytes())
+                        && matches!(url[rev.len()], b'\t' | b'.')
+                }
+            };
+            if !inside {
+                return Err(bad());
+            }
+            Some((url.to_vec(), bucket.to_vec()))
         }
     };
-    let mut rows = scan_rows(kura, TABLE, spec, 0, usize::MAX).await?;
-    // A one-label domain scanned the whole table, ordered by salt first: restore the order.
-    rows.sort_by(|a, b| a.key[4..].cmp(&b.key[4..]));
-    Ok(rows)
+    Ok(Some(Page { limit, after }))
+}
+
+/// The cursor of the last entry of a page, if more may follow.
+fn next_cursor(answer: &Answer) -> Option<String> {
+    let last = answer.entries.last().filter(|_| answer.more)?;
+    let mut raw = last.bucket.clone();
+    raw.extend_from_slice(&last.url);
+    Some(URL_SAFE_NO_PAD.encode(raw))
 }
 
 fn counter_value(cell: &Cell) -> AppResult<i64> {
@@ -324,9 +530,8 @@ fn counter_value(cell: &Cell) -> AppResult<i64> {
         .map_err(|_| AppError::Internal("access counter cell is not an 8-byte counter".into()))
 }
 
-fn row_names(row: &Row) -> AppResult<(String, String)> {
-    decode_key(&row.key)
-        .ok_or_else(|| AppError::Internal("access row key of the wrong shape".into()))
+fn url_names(url: &[u8]) -> AppResult<(String, String)> {
+    decode_url(url).ok_or_else(|| AppError::Internal("access row key of the wrong shape".into()))
 }
 
 /// Registers the counter's routes (relative to `/apps`).
@@ -459,18 +664,33 @@ async fn range_query(
         )));
     }
     let range = Some((start.into_bytes(), end.into_bytes()));
-    let rows = query_rows(&state, &domain, path.as_deref(), g.family(), range).await?;
-    let mut counts = Vec::new();
-    for row in &rows {
-        let (d, p) = row_names(row)?;
-        for cell in &row.cells {
-            counts.push(serde_json::json!({
-                "domain": d, "path": p,
-                "time": String::from_utf8_lossy(&cell.qualifier), "count": counter_value(cell)?,
-            }));
-        }
+    let width = match g {
+        Granularity::Hour => 10,
+        Granularity::Day => 8,
+    };
+    let page = page_of(&q, &domain, path.as_deref(), width)?;
+    let answer = query(
+        &state,
+        &domain,
+        path.as_deref(),
+        g.family(),
+        range,
+        page.as_ref(),
+    )
+    .await?;
+    let mut counts = Vec::with_capacity(answer.entries.len());
+    for e in &answer.entries {
+        let (d, p) = url_names(&e.url)?;
+        counts.push(serde_json::json!({
+            "domain": d, "path": p,
+            "time": String::from_utf8_lossy(&e.bucket), "count": e.count,
+        }));
     }
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "counts": counts })))
+    let mut body = serde_json::json!({ "counts": counts });
+    if page.is_some() {
+        body["next"] = serde_json::json!(next_cursor(&answer));
+    }
+    Ok(HttpResponse::Ok().json(body))
 }
 
 async fn hourly(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
@@ -484,24 +704,36 @@ async fn daily(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpRe
 async fn total(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
     let q = request::query(&req)?;
     let (domain, path) = target(&q)?;
-    let rows = query_rows(&state, &domain, path.as_deref(), TOTAL, None).await?;
+    let page = page_of(&q, &domain, path.as_deref(), 0)?;
+    let answer = query(&state, &domain, path.as_deref(), TOTAL, None, page.as_ref()).await?;
     // Each count is an i64; their sum may not be (two URLs near 2^63): summed exactly in i128
     // and written as the JSON number it is, never saturated.
-    let mut sum: i128 = 0;
-    let mut counts = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let (d, p) = row_names(row)?;
-        if let Some(cell) = row.cells.iter().find(|c| c.qualifier.is_empty()) {
-            let n = counter_value(cell)?;
-            sum += i128::from(n);
-            counts.push(serde_json::json!({ "domain": d, "path": p, "count": n }));
-        }
+    let sum_of = |a: &Answer| -> i128 { a.entries.iter().map(|e| i128::from(e.count)).sum() };
+    let whole_page = page.as_ref().is_none_or(|p| p.after.is_none()) && !answer.more;
+    let sum = if whole_page {
+        sum_of(&answer)
+    } else {
+        // A page of the counts: the total is still the whole domain's (or URL's).
+        sum_of(&query(&state, &domain, path.as_deref(), TOTAL, None, None).await?)
+    };
+    let mut counts = Vec::with_capacity(answer.entries.len());
+    for e in &answer.entries {
+        let (d, p) = url_names(&e.url)?;
+        counts.push(serde_json::json!({ "domain": d, "path": p, "count": e.count }));
     }
     let counts = serde_json::to_string(&counts)
         .map_err(|e| AppError::Internal(format!("cannot encode the counts: {e}")))?;
+    let next = match &page {
+        None => String::new(),
+        Some(_) => {
+            let next = serde_json::to_string(&next_cursor(&answer))
+                .map_err(|e| AppError::Internal(format!("cannot encode the cursor: {e}")))?;
+            format!(r#","next":{next}"#)
+        }
+    };
     Ok(HttpResponse::Ok()
         .content_type("application/json")
-        .body(format!(r#"{{"total":{sum},"counts":{counts}}}"#)))
+        .body(format!(r#"{{"total":{sum},"counts":{counts}{next}}}"#)))
 }
 
 #[cfg(test)]
@@ -526,10 +758,18 @@ mod tests {
     }
 
     #[test]
-    fn site_is_the_last_two_labels() {
+    fn site_is_the_registrable_domain_by_the_public_suffix_list() {
         assert_eq!(site_of("a.blog.example.jp"), "example.jp");
         assert_eq!(site_of("example.jp"), "example.jp");
+        assert_eq!(site_of("blog.example.co.jp"), "example.co.jp");
+        assert_eq!(site_of("www.example.ne.jp"), "example.ne.jp");
+        assert_eq!(site_of("a.b.example.co.uk"), "example.co.uk");
+        assert_eq!(site_of("co.jp"), "co.jp");
+        assert_eq!(site_of("jp"), "jp");
         assert_eq!(site_of("localhost"), "localhost");
+        assert_eq!(legacy_site_of("blog.example.co.jp"), "co.jp");
+        assert_eq!(prefixes("blog.example.jp").len(), 1);
+        assert_eq!(prefixes("blog.example.co.jp").len(), 2);
     }
 
     #[test]
