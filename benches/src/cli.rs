@@ -1,9 +1,11 @@
 //! The `kura-load` command line and what one invocation does.
 //!
-//! One invocation: (optionally start a server) → `/healthz` baseline with the same
+//! One invocation: (optionally start a server) → the ceiling (a trivial actix-web server,
+//! `kura-ceiling`, under the same load) → `/healthz` baseline with the same
 //! connections and bounds → prepare tables → load phase → run phase (closed or open loop;
 //! with `--half-peak` a closed run then an open run at half its throughput) → correctness
-//! check → the `/healthz` baseline again (ratios use the mean of both) → `result.json`,
+//! check → the `/healthz` baseline and the ceiling again (ratios use the mean of both) →
+//! `result.json`,
 //! `summary.md`, `chart.svg`. `--sweep regions` repeats all of it for each region count (and,
 //! with `--spawn-server`, for each arbiter count).
 //!
@@ -23,7 +25,7 @@ use crate::error::{LoadError, Result};
 use crate::keygen::Distribution;
 use crate::report::{self, Machine, Ratio, RunResult, SweepPoint};
 use crate::runner::{self, Mode, PhaseConfig, PhaseResult, Spread};
-use crate::server::{wait_healthy, Fleet, FleetSpec, SpawnBackend};
+use crate::server::{wait_healthy, CeilingServer, Fleet, FleetSpec, SpawnBackend};
 use crate::workload::{Params, Verification, Workload, WorkloadName};
 
 /// Parse `10s`, `500ms`, `2m` or a bare number of seconds.
@@ -89,9 +91,18 @@ pub struct Args {
     /// Closed-loop run, then an open-loop run at half the throughput it reached.
     #[arg(long)]
     pub half_peak: bool,
-    /// Skip the `/healthz` baseline.
+    /// Skip the `/healthz` baseline (and the ceiling).
     #[arg(long)]
     pub no_baseline: bool,
+    /// Skip the ceiling: the trivial actix-web server (`kura-ceiling`) measured under the
+    /// baseline's load, before and after the run, so that every figure is also a ratio to the
+    /// HTTP stack's own ceiling on this machine (`x ceiling`).
+    #[arg(long)]
+    pub no_ceiling: bool,
+    /// The `kura-ceiling` binary (default: the one beside `kura-load`; without one, the
+    /// ceiling is skipped with a warning).
+    #[arg(long, value_name = "PATH")]
+    pub ceiling_bin: Option<PathBuf>,
     /// PE: rows to load / key space.
     #[arg(long, default_value_t = 10_000)]
     pub rows: u64,
@@ -284,6 +295,14 @@ pub async fn run_once(
         ),
         None => None,
     };
+    let ceiling_server = start_ceiling(args).await?;
+    let ceiling = match &ceiling_server {
+        Some(c) => {
+            let cfg = args.phase("ceiling", std::slice::from_ref(&c.addr), Mode::Closed, seed);
+            Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
+        }
+        None => None,
+    };
     let baseline = if args.no_baseline {
         None
     } else {
@@ -336,6 +355,26 @@ pub async fn run_once(
         }
         None => None,
     };
+    let ceiling_after = match &ceiling_server {
+        Some(c) => {
+            let cfg = args.phase(
+                "ceiling-after",
+                std::slice::from_ref(&c.addr),
+                Mode::Closed,
+                seed,
+            );
+            match runner::run_phase(&cfg, Arc::new(Workload::Health)).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("kura-load: the ceiling after the run failed ({e}); ratios use the one before");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    drop(ceiling_server);
+    let ceilings: Vec<&PhaseResult> = ceiling.iter().chain(&ceiling_after).collect();
     let bases: Vec<&PhaseResult> = baseline.iter().chain(&baseline_after).collect();
     let ratios = if bases.is_empty() {
         Vec::new()
@@ -344,7 +383,7 @@ pub async fn run_once(
             .iter()
             .chain(phases.iter().filter(|p| p.name != "load"))
             .chain(&baseline_after)
-            .map(|p| Ratio::of(p, &bases))
+            .map(|p| Ratio::of(p, &bases).with_ceiling(p, &ceilings))
             .collect()
     };
     let passed = verification.passed();
@@ -361,6 +400,8 @@ pub async fn run_once(
         mode,
         duration_s: args.duration.map(|d| d.as_secs_f64()),
         ops: args.ops,
+        ceiling,
+        ceiling_after,
         baseline,
         baseline_after,
         phases,
@@ -369,6 +410,28 @@ pub async fn run_once(
         verification,
         passed,
     })
+}
+
+/// Start the trivial actix-web server the ceiling is measured on, unless the run skips it.
+async fn start_ceiling(args: &Args) -> Result<Option<CeilingServer>> {
+    if args.no_ceiling || args.no_baseline {
+        return Ok(None);
+    }
+    let bin = match &args.ceiling_bin {
+        Some(bin) => bin.clone(),
+        None => match CeilingServer::default_binary() {
+            Some(bin) => bin,
+            None => {
+                eprintln!(
+                    "kura-load: no kura-ceiling beside this binary (cargo build --release -p \
+                     kura-bench builds it); the ratios to the HTTP stack's ceiling are skipped"
+                );
+                return Ok(None);
+            }
+        },
+    };
+    // As many workers as the server under test runs by default: one per core.
+    CeilingServer::start(&bin, 0).await.map(Some)
 }
 
 /// Start the servers of `--spawn-server` (none without it).

@@ -74,6 +74,10 @@ pub struct Ratio {
     pub p50: f64,
     /// Phase p99 ÷ baseline p99.
     pub p99: f64,
+    /// Phase ops/s ÷ the trivial actix-web server's ops/s (`kura-ceiling`, same connections
+    /// and bounds), when it was measured.
+    #[serde(default)]
+    pub ceiling: Option<f64>,
 }
 
 impl Ratio {
@@ -99,7 +103,22 @@ impl Ratio {
                 p.latency.p99_us as f64,
                 mean(&|b| b.summary.latency.p99_us as f64),
             ),
+            ceiling: None,
         }
+    }
+
+    /// This ratio with the phase's throughput also stated against the mean of `ceilings`
+    /// (nothing when none was measured).
+    pub fn with_ceiling(mut self, phase: &PhaseResult, ceilings: &[&PhaseResult]) -> Ratio {
+        if !ceilings.is_empty() {
+            let mean = ceilings
+                .iter()
+                .map(|c| c.summary.ok_throughput)
+                .sum::<f64>()
+                / ceilings.len() as f64;
+            self.ceiling = (mean > 0.0).then(|| phase.summary.ok_throughput / mean);
+        }
+        self
     }
 }
 
@@ -132,6 +151,13 @@ pub struct RunResult {
     pub duration_s: Option<f64>,
     /// Operation bound.
     pub ops: Option<u64>,
+    /// The trivial actix-web server (`kura-ceiling`) under the baseline's load, before the
+    /// run: the HTTP stack's ceiling on this machine.
+    #[serde(default)]
+    pub ceiling: Option<PhaseResult>,
+    /// The same, after the run.
+    #[serde(default)]
+    pub ceiling_after: Option<PhaseResult>,
     /// The `/healthz` baseline, measured before the run.
     pub baseline: Option<PhaseResult>,
     /// The same baseline measured again after the run (drift check).
@@ -189,11 +215,24 @@ pub fn summary_markdown(r: &RunResult) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "| phase | mode | conns | ops | ok ops/s | x healthz | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
+        "| phase | mode | conns | ops | ok ops/s | x healthz | x ceiling | rows/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    let all = r.baseline.iter().chain(&r.phases).chain(&r.baseline_after);
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let all = r
+        .ceiling
+        .iter()
+        .chain(&r.baseline)
+        .chain(&r.phases)
+        .chain(&r.baseline_after)
+        .chain(&r.ceiling_after);
     for p in all {
+        let vs_ceiling = r
+            .ratios
+            .iter()
+            .find(|x| x.phase == p.name)
+            .and_then(|x| x.ceiling)
+            .map(|c| format!("{c:.2}"))
+            .unwrap_or_else(|| "-".into());
         let ratio = r
             .ratios
             .iter()
@@ -209,13 +248,14 @@ pub fn summary_markdown(r: &RunResult) -> String {
         let m = &p.summary;
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
             p.name,
             mode_str(&p.mode),
             p.connections,
             m.ops,
             m.ok_throughput,
             ratio,
+            vs_ceiling,
             m.rows_per_s,
             ms(m.latency.p50_us),
             ms(m.latency.p99_us),
@@ -578,6 +618,21 @@ mod tests {
         assert!((r.throughput - 0.5).abs() < 1e-9, "{}", r.throughput);
     }
 
+    #[test]
+    fn the_ratio_to_the_ceiling_uses_the_mean_of_the_ceilings_before_and_after() {
+        let run = phase("run", 1, 100);
+        let before = phase("ceiling", 1, 200);
+        let after = phase("ceiling-after", 1, 300);
+        let r = Ratio::of(&run, &[&run]).with_ceiling(&run, &[&before, &after]);
+        // 100 ops against a mean of 250 in the same one-second phases.
+        let c = r.ceiling.expect("a ceiling was measured");
+        assert!((c - 0.4).abs() < 1e-9, "{c}");
+        assert_eq!(
+            Ratio::of(&run, &[&run]).with_ceiling(&run, &[]).ceiling,
+            None
+        );
+    }
+
     fn params() -> Params {
         Params {
             rows: 10,
@@ -621,6 +676,8 @@ mod tests {
             ops: None,
             ratios: vec![Ratio::of(&run, &[&baseline])],
             disk: None,
+            ceiling: None,
+            ceiling_after: None,
             baseline: Some(baseline),
             baseline_after: None,
             phases: vec![run],

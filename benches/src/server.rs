@@ -112,6 +112,56 @@ impl Drop for SpawnedServer {
     }
 }
 
+/// A running `kura-ceiling` (the trivial actix-web server): killed when dropped.
+pub struct CeilingServer {
+    child: Child,
+    /// `127.0.0.1:port`.
+    pub addr: String,
+}
+
+impl CeilingServer {
+    /// The `kura-ceiling` binary beside this executable (cargo builds both into one folder).
+    pub fn default_binary() -> Option<PathBuf> {
+        let exe = std::env::current_exe().ok()?;
+        // `cargo bench --bench load` runs from target/*/deps: the binaries are one level up.
+        let dir = exe.parent()?;
+        [dir.join("kura-ceiling"), dir.parent()?.join("kura-ceiling")]
+            .into_iter()
+            .find(|p| p.is_file())
+    }
+
+    /// Start `binary --bind 127.0.0.1:<free>` with `workers` workers (0 = one per core) and
+    /// wait until it answers.
+    pub async fn start(binary: &Path, workers: usize) -> Result<CeilingServer> {
+        let port = free_port()?;
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(binary);
+        cmd.arg("--bind").arg(&addr);
+        if workers > 0 {
+            cmd.arg("--workers").arg(workers.to_string());
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().map_err(|e| {
+            LoadError::Args(format!(
+                "cannot start the ceiling server {}: {e}",
+                binary.display()
+            ))
+        })?;
+        let server = CeilingServer { child, addr };
+        wait_healthy(&server.addr, Duration::from_secs(10)).await?;
+        Ok(server)
+    }
+}
+
+impl Drop for CeilingServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Where spawned servers keep their data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SpawnBackend {
