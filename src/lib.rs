@@ -5,6 +5,7 @@
 //! - [`config`]: command-line and environment configuration (clap).
 //! - [`copy`]: `kura copy`, streaming a table between REST endpoints and backends.
 //! - [`backup`]: `kura backup` and `kura restore`, online backups of the embedded backend.
+//! - [`transfer`]: `kura export` and `kura import`, HBase Export files in and out.
 //! - [`state`]: [`state::AppState`], what every handler receives.
 //! - [`error`]: [`error::ApiError`], the one error type of the HTTP edge.
 //! - [`rest`]: the HBase REST ("Stargate") surface: rowspecs, cell sets, scanners, schemas, filters.
@@ -24,6 +25,7 @@ pub mod ops;
 pub mod rest;
 pub mod server;
 pub mod state;
+pub mod transfer;
 pub mod verify;
 
 use actix_web::web;

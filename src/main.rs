@@ -53,6 +53,16 @@ fn main() -> std::process::ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "restore") {
         return kura::backup::restore_main(std::env::args_os().skip(1));
     }
+    // `kura export ...` and `kura import ...`: HBase Export files (src/transfer/).
+    match std::env::args_os()
+        .nth(1)
+        .as_deref()
+        .and_then(|a| a.to_str())
+    {
+        Some("export") => return kura::transfer::export::main(std::env::args_os().skip(1)),
+        Some("import") => return kura::transfer::import::main(std::env::args_os().skip(1)),
+        _ => {}
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -377,6 +377,85 @@ impl HttpClient {
         }
     }
 
+    /// Writes one delete marker at `timestamp`: a family marker (`qualifier` `None`: every
+    /// column of `family` at or before it) or a column marker (every version of `family:qualifier`
+    /// at or before it), as `DELETE /{t}/{row}/{column}/{ts}` with base64 keys (`e=b64`).
+    pub async fn delete_marker(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &[u8],
+        qualifier: Option<&[u8]>,
+        timestamp: i64,
+    ) -> Result<(), String> {
+        let column = column_bytes(family, qualifier);
+        let path = format!(
+            "/{table}/{}/{}/{timestamp}?e=b64",
+            b64_url(row),
+            b64_url(&column)
+        );
+        let r = self.send(Method::DELETE, &path, None, Bytes::new()).await?;
+        if r.status.is_success() {
+            Ok(())
+        } else {
+            Err(unexpected(&format!("deleting in {table}"), &r))
+        }
+    }
+
+    /// Deletes exactly the version of `family:qualifier` at `timestamp` (HBase's
+    /// `Delete.addColumn`). The REST API reaches it only through `check=delete` with an extra
+    /// cell, so the column's latest value is read first and given as the check (which then
+    /// passes); a write in between makes the check fail (304) and the pair is retried.
+    pub async fn delete_version(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        timestamp: i64,
+    ) -> Result<(), String> {
+        use crate::rest::media::b64_encode;
+        let column = column_bytes(family, Some(qualifier));
+        let row64 = b64_url(row);
+        for _ in 0..ATTEMPTS {
+            let path = format!("/{table}/{row64}/{}?e=b64", b64_url(&column));
+            let r = self.send(Method::GET, &path, None, Bytes::new()).await?;
+            let current = match r.status {
+                StatusCode::OK => parse_rows(&r.body)?
+                    .into_iter()
+                    .flat_map(|r| r.cells)
+                    .next()
+                    .map(|c| c.value)
+                    .unwrap_or_default(),
+                StatusCode::NOT_FOUND => Vec::new(),
+                _ => return Err(unexpected(&format!("reading a column of {table}"), &r)),
+            };
+            let body = serde_json::json!({"Row": [{
+                "key": b64_encode(row),
+                "Cell": [
+                    {"column": b64_encode(&column), "timestamp": timestamp, "$": ""},
+                    {"column": b64_encode(&column), "$": b64_encode(&current)},
+                ],
+            }]});
+            let r = self
+                .send(
+                    Method::PUT,
+                    &format!("/{table}/{row64}?check=delete&e=b64"),
+                    Some("application/json"),
+                    Bytes::from(body.to_string()),
+                )
+                .await?;
+            match r.status {
+                StatusCode::OK => return Ok(()),
+                StatusCode::NOT_MODIFIED => continue,
+                _ => return Err(unexpected(&format!("deleting a version in {table}"), &r)),
+            }
+        }
+        Err(format!(
+            "deleting one version in {table}: the column kept changing under {ATTEMPTS} attempts"
+        ))
+    }
+
     /// The error for a 401/403: what the server said and how to pass a token.
     fn refused(&self, r: &Reply) -> String {
         let how = if self.authorization.is_some() {
@@ -390,6 +469,50 @@ impl HttpClient {
     /// Deletes a scanner (best effort: an unknown one is already gone).
     pub async fn delete_scanner(&self, path: &str) {
         let _ = self.send(Method::DELETE, path, None, Bytes::new()).await;
+    }
+}
+
+/// What a scanner reads besides its start row: HBase REST's `ScannerModel` fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// Row to stop before (exclusive); `None` = the table's end.
+    pub end: Option<Vec<u8>>,
+    /// Families (`cf`) or columns (`cf:q`) to read; empty = all.
+    pub columns: Vec<Vec<u8>>,
+    /// Oldest timestamp read (inclusive).
+    pub start_time: Option<i64>,
+    /// Timestamp read up to (exclusive).
+    pub end_time: Option<i64>,
+    /// Most versions per column.
+    pub max_versions: u32,
+}
+
+impl ScanOptions {
+    /// The Scanner model fields besides `startRow` and `batch`, for
+    /// [`HttpClient::open_scanner_with`].
+    pub fn extra(&self) -> serde_json::Map<String, serde_json::Value> {
+        use crate::rest::media::b64_encode;
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "maxVersions".into(),
+            self.max_versions.clamp(1, i32::MAX as u32).into(),
+        );
+        if let Some(e) = &self.end {
+            m.insert("endRow".into(), b64_encode(e).into());
+        }
+        if !self.columns.is_empty() {
+            m.insert(
+                "column".into(),
+                self.columns.iter().map(|c| b64_encode(c)).collect(),
+            );
+        }
+        if let Some(t) = self.start_time {
+            m.insert("startTime".into(), t.into());
+        }
+        if let Some(t) = self.end_time {
+            m.insert("endTime".into(), t.into());
+        }
+        m
     }
 }
 
@@ -421,8 +544,24 @@ fn tls_config() -> Result<Arc<ClientConfig>, String> {
         .clone()
 }
 
+/// `family` or `family:qualifier`.
+fn column_bytes(family: &[u8], qualifier: Option<&[u8]>) -> Vec<u8> {
+    let mut c = family.to_vec();
+    if let Some(q) = qualifier {
+        c.push(b':');
+        c.extend_from_slice(q);
+    }
+    c
+}
+
+/// URL-safe base64 without padding, for keys in a path with `e=b64`.
+fn b64_url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
 /// A JSON TableSchema as a descriptor, through the server's own schema rules.
-fn parse_schema(table: &str, body: &[u8]) -> Result<TableDescriptor, String> {
+pub fn parse_schema(table: &str, body: &[u8]) -> Result<TableDescriptor, String> {
     use serde_json::Value;
     let bad = |why: &str| format!("the schema of {table} is not a TableSchema: {why}");
     let v: Value = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
