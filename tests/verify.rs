@@ -486,3 +486,123 @@ fn a_table_salted_over_several_kura_regions_is_hashed_as_one_region() {
     );
     assert_eq!(same.status.code(), Some(0), "{}", text(&same));
 }
+
+#[test]
+fn the_manifest_records_rows_families_and_times_and_against_scans_just_those() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(data.path(), &[]);
+    let mut http = server.client();
+    let r = http
+        .request(
+            "PUT",
+            "/t/schema",
+            &[("Content-Type", "application/json")],
+            br#"{"name":"t","ColumnSchema":[{"name":"cf","VERSIONS":"3"},{"name":"g"}]}"#,
+        )
+        .expect("create");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let mut cells: Vec<Put> = Vec::new();
+    for i in 0..50u32 {
+        let key = format!("r{i:03}").into_bytes();
+        for ts in [100, 200, 300] {
+            cells.push((
+                key.clone(),
+                b"cf:a".to_vec(),
+                ts,
+                format!("{i}@{ts}").into_bytes(),
+            ));
+        }
+        cells.push((key, b"g:b".to_vec(), 200, b"other".to_vec()));
+    }
+    put_cells(&mut http, "t", &cells, &[]);
+    let dir = work.path().join("h");
+    let dir_s = dir.to_str().expect("utf-8");
+    let out = kura_verify(
+        &[
+            "--url",
+            &url(&server),
+            "--table",
+            "t",
+            "--out",
+            dir_s,
+            "--families",
+            "cf",
+            "--start-row",
+            "r010",
+            "--stop-row",
+            "r040",
+            "--start-time",
+            "150",
+            "--end-time",
+            "250",
+            "--versions",
+            "3",
+            "--batch-bytes",
+            "40",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let h = HashDir::open(&dir).expect("open");
+    let m = h.manifest();
+    assert_eq!(m.families, Some(vec![b"cf".to_vec()]));
+    assert_eq!(
+        (m.start_row.as_slice(), m.stop_row.as_slice()),
+        (&b"r010"[..], &b"r040"[..])
+    );
+    assert_eq!(
+        (m.start_time, m.end_time, m.versions),
+        (Some(150), Some(250), Some(3))
+    );
+    let text_manifest = std::fs::read_to_string(dir.join("manifest")).expect("manifest");
+    assert!(
+        text_manifest.contains("startRowHex=72303130\n"),
+        "{text_manifest}"
+    );
+    let mut b = h.batches();
+    let mut keys = Vec::new();
+    while let Some((k, _)) = b.next().expect("batch") {
+        keys.push(String::from_utf8(k).expect("ascii"));
+    }
+    // One cell of 4 + 2 + 1 + 8 + 6 = 21 bytes per row (only cf:a@200 is in range): batches of
+    // two rows, the first keyed by --start-row (HashTable's split start).
+    assert_eq!(keys.first().map(String::as_str), Some("r010"));
+    assert_eq!(keys.len(), 15, "{keys:?}");
+    let against = ["--url", &url(&server), "--table", "t", "--against", dir_s];
+    // Outside the recorded scan: another family, another time, rows past the stop row.
+    put_cells(
+        &mut http,
+        "t",
+        &[
+            (b"r020".to_vec(), b"g:b".to_vec(), 200, b"changed".to_vec()),
+            (b"r021".to_vec(), b"cf:a".to_vec(), 400, b"later".to_vec()),
+            (
+                b"r045".to_vec(),
+                b"cf:a".to_vec(),
+                200,
+                b"past the stop row".to_vec(),
+            ),
+            (
+                b"r005".to_vec(),
+                b"cf:a".to_vec(),
+                200,
+                b"before the start row".to_vec(),
+            ),
+        ],
+        &[],
+    );
+    let same = kura_verify(&against, &[]);
+    assert_eq!(same.status.code(), Some(0), "{}", text(&same));
+    // Inside it.
+    put_cells(
+        &mut http,
+        "t",
+        &[(b"r033".to_vec(), b"cf:a".to_vec(), 200, b"x".to_vec())],
+        &[],
+    );
+    let diff = kura_verify(&against, &[]);
+    assert_eq!(diff.status.code(), Some(3), "{}", text(&diff));
+    let stdout = String::from_utf8_lossy(&diff.stdout);
+    assert!(stdout.contains("differs: rows [r032, r034)"), "{stdout}");
+}

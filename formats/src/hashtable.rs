@@ -472,8 +472,9 @@ pub struct HashDirWriter {
 }
 
 impl HashDirWriter {
-    /// Creates `dir` (which must not hold a manifest already), writes `partitions`
-    /// (N−1 keys, increasing) and opens the first hash file.
+    /// Creates `dir` (which must not hold a manifest already; what an interrupted run left
+    /// there is replaced), writes `partitions` (N−1 keys, increasing) and opens the first hash
+    /// file.
     pub fn create(
         dir: impl AsRef<Path>,
         manifest: Manifest,
@@ -499,7 +500,21 @@ impl HashDirWriter {
                  remove it"
             )));
         }
-        std::fs::create_dir_all(dir.join(HASHES)).map_err(|e| Error::io(&name, e))?;
+        // What an interrupted run left (it never got to its manifest) is written again: its
+        // files go first, so no hash file of another layout survives. Other files stay.
+        let hashes = dir.join(HASHES);
+        if hashes.is_dir() {
+            std::fs::remove_dir_all(&hashes).map_err(|e| Error::io(&name, e))?;
+        }
+        for f in [PARTITIONS, "manifest.tmp"] {
+            match std::fs::remove_file(dir.join(f)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io(&name, e))
+                }
+                _ => {}
+            }
+        }
+        std::fs::create_dir_all(&hashes).map_err(|e| Error::io(&name, e))?;
         let mut p = Writer::create(
             dir.join(PARTITIONS),
             IMMUTABLE_BYTES_WRITABLE,
@@ -866,6 +881,31 @@ mod tests {
         // A second writer refuses the finished directory.
         assert!(
             HashDirWriter::create(&dir, src.manifest().clone(), src.partitions().to_vec()).is_err()
+        );
+    }
+
+    #[test]
+    fn a_run_interrupted_before_its_manifest_is_replaced_whole() {
+        let out = tempfile::tempdir().expect("tempdir");
+        let mut w = HashDirWriter::create(
+            out.path(),
+            Manifest::new("t", 10, 3),
+            vec![b"m".to_vec(), b"t".to_vec()],
+        )
+        .expect("create");
+        w.add(b"", &EMPTY_MD5).expect("add");
+        drop(w); // killed: no manifest
+        std::fs::write(out.path().join("notes.txt"), "mine").expect("a user's file");
+        let w = HashDirWriter::create(out.path(), Manifest::new("t", 10, 1), Vec::new())
+            .expect("create again");
+        w.finish("d").expect("finish");
+        assert!(!out.path().join("hashes/part-r-00001").exists());
+        assert!(out.path().join("notes.txt").exists());
+        let d = HashDir::open(out.path()).expect("open");
+        let mut b = d.batches();
+        assert!(
+            b.next().expect("read").is_none(),
+            "no batch of the first run"
         );
     }
 

@@ -23,7 +23,8 @@
 //!    (or `--start-row` inside it) and a batch closes at the first row boundary after it holds
 //!    `--batch-bytes`; a region with no rows still gives one batch (MD5 of nothing).
 //! 2. `--out` writes the manifest last (via `manifest.tmp`): a directory without one is an
-//!    interrupted run, and a directory with one is never overwritten.
+//!    interrupted run, which the same command run again replaces, and a directory with one is
+//!    never overwritten.
 //! 3. Memory is bounded by one scanner page, one hash batch and one record per open file,
 //!    whatever the table's size: rows are hashed as they stream in.
 //! 4. Exit codes: 0 written / equal, 1 failed, 2 bad arguments, 3 `--against` found a
