@@ -9,6 +9,8 @@ from Kura's files against what Kura holds.
                                                `kura verify --out` files vs a REST scan
     check.py export DUMP URL TABLE VERSIONS    `kura export` files vs a REST scan, every Result
                                                decoded with HBase's Client.proto (Client_pb2)
+    check.py same URL TABLE COPY VERSIONS      two tables hold the same cells (`kura import` of
+                                               files Hadoop's writer compressed)
 
 Each check prints one line saying what it compared and exits non-zero on the first mismatch.
 """
@@ -266,6 +268,18 @@ def check_export(dump, url, table, versions):
           f"with maxVersions={versions}")
 
 
+def check_same(url, table, copy, versions):
+    a, b = scan(url, table, versions), scan(url, copy, versions)
+    if a != b:
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                fail(f"row {i}: {table} has {x[0]!r} with {len(x[1])} cells, {copy} {y[0]!r} "
+                     f"with {len(y[1])}")
+        fail(f"{table} has {len(a)} rows, {copy} {len(b)}")
+    print(f"ok   {copy} equals {table}: {len(a)} rows, {sum(len(c) for _, c in a)} cells "
+          f"(maxVersions={versions})")
+
+
 def main(argv):
     cmd = argv[1] if len(argv) > 1 else ""
     if cmd == "load" and len(argv) == 4:
@@ -276,6 +290,8 @@ def main(argv):
         check_hashdir(argv[2], argv[3], argv[4], argv[5], [a.encode() for a in argv[6:]])
     elif cmd == "export" and len(argv) == 6:
         check_export(argv[2], argv[3], argv[4], int(argv[5]))
+    elif cmd == "same" and len(argv) == 6:
+        check_same(argv[2], argv[3], argv[4], int(argv[5]))
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

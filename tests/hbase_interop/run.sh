@@ -22,6 +22,9 @@
 #   6. `kura export` (when this kura has it): Hadoop's SequenceFile.Reader reads every part-m-*,
 #      with a Result deserializer that reads HBase's length-delimited framing; Client_pb2 decodes
 #      every Result; the cells equal a REST scan with every version.
+#   7. `kura import` of those parts after Hadoop's own SequenceFile.Writer wrote them again
+#      RECORD and BLOCK compressed with DefaultCodec (kura.interop.HadoopRewrite), as HBase's
+#      Export does with output compression on: each imported table equals the exported one.
 # Exit status: 0 when every check passed.
 set -euo pipefail
 
@@ -141,6 +144,17 @@ if "$KURA" export --help >/dev/null 2>&1; then
   mapfile -t PARTS < <(find "$WORK/export" -name 'part-m-*' | sort)
   dump seq "${PARTS[@]}" >"$WORK/export.dump"
   "${CHECK[@]}" export "$WORK/export.dump" "$URL" "$TABLE" 3
+
+  # 7. kura import of the same parts, compressed by Hadoop's own writer.
+  rewrite() { java -Dslf4j.internal.verbosity=ERROR -cp "$WORK/classes:$CP" kura.interop.HadoopRewrite "$@"; }
+  for kind in RECORD BLOCK; do
+    step "kura import of the parts Hadoop's SequenceFile.Writer wrote $kind compressed"
+    mkdir -p "$WORK/$kind"
+    rewrite "$kind" "$WORK/$kind" "${PARTS[@]}"
+    "$KURA" import --url "$URL" --table "${TABLE}_$kind" --from "$WORK/$kind" \
+      --create-families cf,g --create-versions 3 --checkpoint "$WORK/$kind.checkpoint"
+    "${CHECK[@]}" same "$URL" "$TABLE" "${TABLE}_$kind" 3
+  done
 else
   echo "skip kura export: this kura binary has no export subcommand"
 fi

@@ -1,7 +1,8 @@
 // Reads a Result value as HBase's ResultSerialization does (Result.parseDelimitedFrom): a
 // protobuf varint length, then that many bytes. Hadoop's reader then checks that the value
 // was consumed exactly, so a wrong length prefix fails the read. The Result keeps the whole
-// value, length included: the Python side parses it as a delimited message itself.
+// value, length included: the Python side parses it as a delimited message itself. The
+// serializer writes those bytes back unchanged (HadoopRewrite).
 package kura.interop;
 
 import java.io.IOException;
@@ -61,8 +62,24 @@ public class ResultSerialization implements Serialization<Result> {
     };
   }
 
+  /** Writes a Result read by the deserializer back unchanged (its varint length included). */
   @Override
   public Serializer<Result> getSerializer(Class<Result> c) {
-    throw new UnsupportedOperationException("this check only reads");
+    return new Serializer<Result>() {
+      private OutputStream out;
+
+      @Override
+      public void open(OutputStream out) {
+        this.out = out;
+      }
+
+      @Override
+      public void serialize(Result r) throws IOException {
+        out.write(r.message());
+      }
+
+      @Override
+      public void close() {}
+    };
   }
 }
