@@ -485,6 +485,8 @@ pub struct ScanOptions {
     pub end_time: Option<i64>,
     /// Most versions per column.
     pub max_versions: u32,
+    /// A filter in the REST API's JSON form (`{"type":"RowFilter",…}`).
+    pub filter: Option<serde_json::Value>,
 }
 
 impl ScanOptions {
@@ -511,6 +513,9 @@ impl ScanOptions {
         }
         if let Some(t) = self.end_time {
             m.insert("endTime".into(), t.into());
+        }
+        if let Some(f) = &self.filter {
+            m.insert("filter".into(), f.to_string().into());
         }
         m
     }

@@ -58,7 +58,8 @@ counts, the SHA-256 of every part, and the commands that create the table in the
 and with cbt.
 
 ROW KEYS (--start-row, --stop-row, --prefix) are in HBase's toBytesBinary form: \\x00 is the \
-byte 0.
+byte 0. --row-regex is HBase Export's ^REGEX argument (a RowFilter with a \
+RegexStringComparator).
 
 RESUMING: completed parts are recorded in DIR/.kura-export.resume. Run the same command again \
 after the export was killed or failed: completed parts are checked (SHA-256) and kept, and the \
@@ -104,6 +105,11 @@ pub struct ExportArgs {
     /// Export only rows starting with this prefix.
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,
+
+    /// Export only rows whose key matches this regular expression (found anywhere in the key,
+    /// as HBase's RegexStringComparator does; HBase Export's `^REGEX` argument).
+    #[arg(long, value_name = "REGEX")]
+    pub row_regex: Option<String>,
 
     /// Families to export, comma-separated (default: all).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
@@ -288,6 +294,7 @@ async fn run(args: ExportArgs) -> Result<(), String> {
         start_row: args.start_row.clone(),
         stop_row: args.stop_row.clone(),
         prefix: args.prefix.clone(),
+        row_regex: args.row_regex.clone(),
         families: args.families.clone(),
         rows_per_part: args.rows_per_part,
         part_bytes: args.part_bytes,
@@ -320,6 +327,13 @@ async fn run(args: ExportArgs) -> Result<(), String> {
         start_time: args.start_time,
         end_time: args.end_time,
         max_versions: args.versions,
+        filter: args.row_regex.as_ref().map(|r| {
+            serde_json::json!({
+                "type": "RowFilter",
+                "op": "EQUAL",
+                "comparator": {"type": "RegexStringComparator", "value": r},
+            })
+        }),
     };
     if options.end_time.is_some() && options.start_time.is_none() {
         options.start_time = Some(0);

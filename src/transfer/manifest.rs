@@ -60,6 +60,9 @@ pub struct Selection {
     pub stop_row: Option<String>,
     /// Row prefix.
     pub prefix: Option<String>,
+    /// Regular expression rows must match (HBase Export's `^regex`).
+    #[serde(default)]
+    pub row_regex: Option<String>,
     /// Families; empty = all.
     pub families: Vec<String>,
     /// Rows after which a part is closed.
