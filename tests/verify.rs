@@ -307,6 +307,50 @@ fn out_then_against_round_trips_binary_keys_empty_qualifiers_and_versions() {
         stdout.contains("\\x00\\xFF\\x00\\x00\\x00"),
         "printable keys: {stdout}"
     );
+    // Against an empty table of the same schema every batch differs; the listing is capped.
+    let r = http
+        .request(
+            "PUT",
+            "/empty/schema",
+            &[("Content-Type", "application/json")],
+            br#"{"name":"empty","ColumnSchema":[{"name":"cf","VERSIONS":"3"},{"name":"g"}]}"#,
+        )
+        .expect("create");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let batches = {
+        let h = HashDir::open(&dir).expect("open");
+        let mut b = h.batches();
+        let mut n = 0;
+        while b.next().expect("batch").is_some() {
+            n += 1;
+        }
+        n
+    };
+    let empty = kura_verify(
+        &[
+            "--url",
+            &url(&server),
+            "--table",
+            "empty",
+            "--against",
+            dir_s,
+            "--max-report",
+            "5",
+        ],
+        &[],
+    );
+    assert_eq!(empty.status.code(), Some(3), "{}", text(&empty));
+    let stdout = String::from_utf8_lossy(&empty.stdout);
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("differs:")).count(),
+        5,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("DIFFERENT: {batches} of {batches} ranges")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the first 5 are listed"), "{stdout}");
 }
 
 fn percent(key: &[u8]) -> String {

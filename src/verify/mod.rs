@@ -135,6 +135,10 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "ROW", conflicts_with = "against")]
     pub region_start: Vec<String>,
 
+    /// With --against: print at most this many differing ranges (all are counted).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_report: u64,
+
     /// File whose first line is the bearer token sent to the endpoint; without it the
     /// KURA_TOKEN environment variable is used, if set.
     #[arg(long, value_name = "FILE")]
@@ -527,7 +531,10 @@ async fn against(args: &VerifyArgs, side: &Side, dir: &std::path::Path) -> Resul
         unreachable!("a REST side");
     };
     let bar = crate::copy::progress("comparing");
-    let mut report = Report::default();
+    let mut report = Report {
+        max_report: args.max_report,
+        ..Report::default()
+    };
     let res: Result<(), Failure> = async {
         while let Some(page) = scan.next_page().await? {
             for row in &page {
@@ -573,12 +580,20 @@ async fn against(args: &VerifyArgs, side: &Side, dir: &std::path::Path) -> Resul
     } else {
         println!(
             "DIFFERENT: {} of {} ranges of {table} differ from {} ({} rows, {} cells compared \
-             in {secs:.1} s)",
+             in {secs:.1} s){}",
             report.different,
             report.ranges,
             dir.display(),
             report.rows,
-            report.cells
+            report.cells,
+            if report.different > report.max_report {
+                format!(
+                    "; the first {} are listed (--max-report)",
+                    report.max_report
+                )
+            } else {
+                String::new()
+            }
         );
         Ok(false)
     }
@@ -592,6 +607,7 @@ fn hash_row(r: &mut Range, row: &Row) {
 /// Counts, and the lines printed for each range that differs.
 #[derive(Default)]
 struct Report {
+    max_report: u64,
     ranges: u64,
     different: u64,
     rows: u64,
@@ -605,6 +621,9 @@ impl Report {
         let target = r.hasher.finish();
         if target.digest != r.source {
             self.different += 1;
+            if self.different > self.max_report {
+                return;
+            }
             println!(
                 "differs: rows [{}, {}): source md5 {}, target md5 {} ({} rows, {} cells on the \
                  target)",
