@@ -48,6 +48,44 @@ fn idempotency_key(req: &HttpRequest) -> ApiResult<Option<Vec<u8>>> {
     Ok(Some(bytes.to_vec()))
 }
 
+/// What a `?check=` write does (HBase's `RowResource` names them in the query, in any case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckMode {
+    /// `check=put`: check-and-put.
+    Put,
+    /// `check=delete`: check-and-delete.
+    Delete,
+    /// `check=append`.
+    Append,
+    /// `check=increment`.
+    Increment,
+}
+
+impl CheckMode {
+    /// Parses the query value; 400 naming the four modes for anything else.
+    pub fn parse(value: &str) -> ApiResult<CheckMode> {
+        match value.to_ascii_lowercase().as_str() {
+            "put" => Ok(CheckMode::Put),
+            "delete" => Ok(CheckMode::Delete),
+            "append" => Ok(CheckMode::Append),
+            "increment" => Ok(CheckMode::Increment),
+            _ => Err(ApiError::bad(format!(
+                "Invalid check value '{value}'; use put, delete, append or increment"
+            ))),
+        }
+    }
+
+    /// The mode as the query names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckMode::Put => "put",
+            CheckMode::Delete => "delete",
+            CheckMode::Append => "append",
+            CheckMode::Increment => "increment",
+        }
+    }
+}
+
 /// Dispatches a `?check=` request whose body has been parsed into `rows`.
 pub async fn handle(
     req: &HttpRequest,
@@ -55,21 +93,16 @@ pub async fn handle(
     table: &str,
     spec: &Result<RowSpec, ApiError>,
     rows: Vec<RowIn>,
-    mode: &str,
+    mode: CheckMode,
     rr: bool,
 ) -> ApiResult<HttpResponse> {
-    let mode = mode.to_ascii_lowercase();
-    if !matches!(mode.as_str(), "put" | "delete" | "append" | "increment") {
-        return Err(ApiError::bad(format!(
-            "Invalid check value '{mode}'; use put, delete, append or increment"
-        )));
-    }
     let idem = idempotency_key(req)?;
     let desc = table_or_404(state, table).await?;
     let mut rows = rows;
     if rows.len() != 1 {
         return Err(ApiError::bad(format!(
-            "check={mode} needs exactly one row in the body, found {}",
+            "check={} needs exactly one row in the body, found {}",
+            mode.name(),
             rows.len()
         )));
     }
@@ -85,8 +118,8 @@ pub async fn handle(
     let url_columns: &[Vec<u8>] = spec.as_ref().map(|s| s.columns.as_slice()).unwrap_or(&[]);
     let mut cells = row.cells;
     let kura = &state.kura;
-    match mode.as_str() {
-        "put" => {
+    match mode {
+        CheckMode::Put => {
             if cells.len() < 2 {
                 return Err(ApiError::bad(
                     "Either row key is null or no data found for columns specified: check=put \
@@ -135,7 +168,7 @@ pub async fn handle(
             };
             checked(kura.check_and_mutate_keyed(table, cam, idem).await?)
         }
-        "delete" => {
+        CheckMode::Delete => {
             let mut check = cells.pop().ok_or_else(|| {
                 ApiError::bad("check=delete needs at least the check cell in the body")
             })?;
@@ -194,7 +227,7 @@ pub async fn handle(
             };
             checked(kura.check_and_mutate_keyed(table, cam, idem).await?)
         }
-        "append" => {
+        CheckMode::Append => {
             let mut columns = Vec::with_capacity(cells.len());
             for (i, mut c) in cells.into_iter().enumerate() {
                 let value = c.value()?;
@@ -224,7 +257,7 @@ pub async fn handle(
                 .await?;
             result(req, rr, key, new)
         }
-        _ => {
+        CheckMode::Increment => {
             let mut columns = Vec::with_capacity(cells.len());
             for (i, mut c) in cells.into_iter().enumerate() {
                 let value = c.value()?;

@@ -353,6 +353,7 @@ pub async fn put(
     let repr = body_repr(req, &body, &[Repr::Json, Repr::Xml, Repr::Binary])?;
     // HBase's RowResource: an empty `check=` is no check (a plain put).
     if let Some(mode) = query.first("check").filter(|m| !m.is_empty()) {
+        let mode = check::CheckMode::parse(mode)?;
         let rr = query.boolean("rr")?.unwrap_or(false);
         let rows = parse_cellset(repr, &body)?;
         return check::handle(req, state, table, &spec, rows, mode, rr).await;
