@@ -565,14 +565,14 @@ impl Kura {
 
     /// Apply writes, routed by row; each is atomic for its row, not across rows. Returns the
     /// outcomes in request order, or the first error.
-    async fn write_ops(&self, table: &str, ops: Vec<WriteOp>) -> Result<Vec<WriteOutcome>> {
+    async fn write_ops(&self, table: &str, ops: Vec<KeyedWrite>) -> Result<Vec<WriteOutcome>> {
         let n = ops.len();
         let mut results: Vec<Option<WriteOutcome>> = vec![None; n];
-        let mut todo: Vec<(usize, WriteOp)> = ops.into_iter().enumerate().collect();
+        let mut todo: Vec<(usize, KeyedWrite)> = ops.into_iter().enumerate().collect();
         let mut reroute = Reroute::new();
         while !todo.is_empty() {
             let route = self.route(table)?;
-            let mut groups: Vec<Group<'_, WriteOp>> = Vec::new();
+            let mut groups: Vec<Group<'_, KeyedWrite>> = Vec::new();
             for (i, op) in todo.drain(..) {
                 let bucket = bucket_of(op.row(), &route.desc.salt);
                 route.count_write(bucket);
@@ -632,7 +632,7 @@ impl Kura {
             .collect()
     }
 
-    async fn write_one(&self, table: &str, op: WriteOp) -> Result<WriteOutcome> {
+    async fn write_one(&self, table: &str, op: KeyedWrite) -> Result<WriteOutcome> {
         let mut out = self.write_ops(table, vec![op]).await?;
         out.pop()
             .ok_or_else(|| ActorError::Internal("write outcome missing".into()))
@@ -640,14 +640,19 @@ impl Kura {
 
     /// Apply mutations to one row atomically.
     pub async fn mutate(&self, table: &str, m: RowMutation) -> Result<()> {
-        self.write_one(table, WriteOp::Mutate(m)).await.map(|_| ())
+        self.write_one(table, WriteOp::Mutate(m).into())
+            .await
+            .map(|_| ())
     }
 
     /// Apply mutations to several rows (atomic per row, not across rows).
     pub async fn mutate_rows(&self, table: &str, ms: Vec<RowMutation>) -> Result<()> {
-        self.write_ops(table, ms.into_iter().map(WriteOp::Mutate).collect())
-            .await
-            .map(|_| ())
+        self.write_ops(
+            table,
+            ms.into_iter().map(|m| WriteOp::Mutate(m).into()).collect(),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Increment counters of one row atomically; returns the new values (8-byte big-endian).

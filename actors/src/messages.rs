@@ -116,7 +116,7 @@ pub(crate) enum OpResult {
     /// Committed (or refused by the store).
     Done(Result<WriteOutcome, ActorError>),
     /// The region does not own the row's bucket: the op is handed back for re-routing.
-    NotOwner(WriteOp),
+    NotOwner(KeyedWrite),
 }
 
 /// The ops of a [`Write`], or its results: most writes carry one, held inline.
@@ -131,7 +131,7 @@ pub(crate) type OneOrMore<T> = smallvec::SmallVec<[T; 1]>;
 /// Writes (puts, deletes, increments, appends, check-and-mutates), each tagged with its row's
 /// bucket. Queued and committed with the other waiting writes under one fsync.
 pub(crate) struct Write {
-    pub ops: OneOrMore<(u32, WriteOp)>,
+    pub ops: OneOrMore<(u32, KeyedWrite)>,
     pub reply: Reply<OneOrMore<OpResult>>,
 }
 

@@ -171,7 +171,7 @@ pub struct RegionActor {
     store: Option<RegionStore>,
     /// Why the region refuses requests (failed store or closed); `None` while healthy.
     failed: Option<String>,
-    pending_ops: Vec<WriteOp>,
+    pending_ops: Vec<KeyedWrite>,
     pending_replies: Vec<(Reply<OneOrMore<OpResult>>, Vec<Slot>)>,
     commit_scheduled: bool,
     router: Recipient<AutoSplit>,

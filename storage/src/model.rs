@@ -1,7 +1,8 @@
 //! The data model: the shared vocabulary of `kura-backend` (cells, mutations, read and scan
 //! specifications, re-exported here so that the store's modules name them as before), plus the
-//! two write types that exist only inside the store: [`WriteOp`], a write of any kind as the
-//! log records it and a group commit batches it, and [`WriteOutcome`], its answer.
+//! write types that exist only inside the store: [`WriteOp`], a write of any kind as the log
+//! records it, [`KeyedWrite`], one with its optional idempotency key as a group commit batches
+//! it, and [`WriteOutcome`], its answer.
 
 pub use kura_backend::model::*;
 
@@ -23,25 +24,41 @@ pub enum WriteOp {
     Increment(Increment),
     Append(Append),
     CheckAndMutate(CheckAndMutate),
-    /// A write carrying an idempotency key: within the store's window (see
-    /// `IdempotencyOptions`), a write with the same key on the same row is not applied again
-    /// but answered with the first outcome. `op` must not itself be `Keyed`.
-    Keyed {
-        key: Vec<u8>,
-        op: Box<WriteOp>,
-    },
+}
+
+/// A write and its idempotency key, if it carries one: what a batch commits. Within the
+/// store's window (see `IdempotencyOptions`), a write with the same key on the same row is not
+/// applied again but answered with the first outcome. The key wraps one [`WriteOp`], which
+/// has no keyed variant, so a write with two keys cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyedWrite {
+    pub op: WriteOp,
+    pub key: Option<Vec<u8>>,
+}
+
+impl KeyedWrite {
+    /// The row this write touches.
+    pub fn row(&self) -> &[u8] {
+        self.op.row()
+    }
+}
+
+impl From<WriteOp> for KeyedWrite {
+    fn from(op: WriteOp) -> KeyedWrite {
+        KeyedWrite { op, key: None }
+    }
+}
+
+impl From<(WriteOp, Option<Vec<u8>>)> for KeyedWrite {
+    fn from((op, key): (WriteOp, Option<Vec<u8>>)) -> KeyedWrite {
+        KeyedWrite { op, key }
+    }
 }
 
 impl WriteOp {
-    /// `self` with an idempotency key (`None`: unchanged).
-    pub fn with_key(self, key: Option<Vec<u8>>) -> WriteOp {
-        match key {
-            Some(key) => WriteOp::Keyed {
-                key,
-                op: Box::new(self),
-            },
-            None => self,
-        }
+    /// `self` with an idempotency key (`None`: an unkeyed write).
+    pub fn with_key(self, key: Option<Vec<u8>>) -> KeyedWrite {
+        KeyedWrite { op: self, key }
     }
 
     /// The row this write touches.
@@ -51,7 +68,6 @@ impl WriteOp {
             WriteOp::Increment(i) => &i.row,
             WriteOp::Append(a) => &a.row,
             WriteOp::CheckAndMutate(c) => &c.row,
-            WriteOp::Keyed { op, .. } => op.row(),
         }
     }
 }

@@ -41,7 +41,7 @@
 //! 7. Increment and append write their new cell at `max(now, old_ts + 1)` when the current
 //!    version is not older than `now` (HBase's rule), so the new value is never hidden behind
 //!    an existing version.
-//! 8. A keyed write (`write_batch_keyed`, [`WriteOp::Keyed`]) logs its idempotency key and its
+//! 8. A keyed write ([`KeyedWrite`], `write_batch_keyed`) logs its idempotency key and its
 //!    outcome in the same record as its effects; the map of live keys (`crate::idempotency`) is
 //!    rebuilt by replay and re-logged into the new log by every flush before the manifest
 //!    retires the old one, so a key is remembered exactly when its write survived.
@@ -1767,21 +1767,8 @@ impl RegionStore {
 
     /// Apply one operation; with a key already remembered for its row, answer the remembered
     /// outcome instead.
-    fn apply_keyed(&mut self, op: WriteOp, key: Option<Vec<u8>>) -> Result<WriteOutcome> {
-        let (op, key) = match (op, key) {
-            (WriteOp::Keyed { key, op }, None) => (*op, Some(key)),
-            (WriteOp::Keyed { .. }, Some(_)) => {
-                return Err(Error::InvalidArgument(
-                    "a write carries two idempotency keys".into(),
-                ))
-            }
-            (op, key) => (op, key),
-        };
-        if matches!(op, WriteOp::Keyed { .. }) {
-            return Err(Error::InvalidArgument(
-                "a write carries two idempotency keys".into(),
-            ));
-        }
+    fn apply_keyed(&mut self, write: KeyedWrite) -> Result<WriteOutcome> {
+        let KeyedWrite { op, key } = write;
         if let Some(k) = &key {
             if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY {
                 return Err(Error::InvalidArgument(format!(
@@ -1799,9 +1786,6 @@ impl RegionStore {
     fn apply_op(&mut self, op: WriteOp, key: Option<Vec<u8>>) -> Result<WriteOutcome> {
         let mut cells = Vec::new();
         match op {
-            WriteOp::Keyed { .. } => Err(Error::InvalidArgument(
-                "a write carries two idempotency keys".into(),
-            )),
             WriteOp::Mutate(m) => {
                 check_row(&m.row)?;
                 self.mutation_effects(&m.row, m.mutations, &mut cells)?;
@@ -1879,9 +1863,9 @@ impl RegionStore {
     /// not atomic as a whole. If the log write or fsync fails, the store is poisoned and every
     /// operation of the batch fails with `Error::Poisoned` (none is acknowledged).
     ///
-    /// A [`WriteOp::Keyed`] operation is handled as by [`RegionStore::write_batch_keyed`].
-    pub fn write_batch(&mut self, ops: Vec<WriteOp>) -> Vec<Result<WriteOutcome>> {
-        self.write_batch_keyed(ops.into_iter().map(|op| (op, None)).collect())
+    /// Keyed writes ([`KeyedWrite`]) are handled as by [`RegionStore::write_batch_keyed`].
+    pub fn write_batch<W: Into<KeyedWrite>>(&mut self, ops: Vec<W>) -> Vec<Result<WriteOutcome>> {
+        self.write_batch_inner(ops, false).0
     }
 
     /// [`RegionStore::write_batch`] with an optional idempotency key per operation. A key is
@@ -1889,10 +1873,7 @@ impl RegionStore {
     /// window (see [`RegionStore::set_idempotency_options`]), the operation is not applied and
     /// its first outcome is returned. The key and the outcome are logged in the same record as
     /// the operation's effects, so they survive a crash exactly when the write does.
-    pub fn write_batch_keyed(
-        &mut self,
-        ops: Vec<(WriteOp, Option<Vec<u8>>)>,
-    ) -> Vec<Result<WriteOutcome>> {
+    pub fn write_batch_keyed(&mut self, ops: Vec<KeyedWrite>) -> Vec<Result<WriteOutcome>> {
         self.write_batch_inner(ops, false).0
     }
 
@@ -1904,11 +1885,11 @@ impl RegionStore {
     /// a read may see the batch's effects before they are durable, so an owner that must not
     /// show undurable data holds back reads of the rows the batch wrote. In the other modes
     /// (or if there is nothing to fsync) no `LogSync` is returned and the results stand.
-    pub fn write_batch_deferred(
+    pub fn write_batch_deferred<W: Into<KeyedWrite>>(
         &mut self,
-        ops: Vec<WriteOp>,
+        ops: Vec<W>,
     ) -> (Vec<Result<WriteOutcome>>, Option<LogSync>) {
-        self.write_batch_inner(ops.into_iter().map(|op| (op, None)).collect(), true)
+        self.write_batch_inner(ops, true)
     }
 
     /// Record how a [`LogSync`] ended. A failed fsync poisons the store (and the batches it
@@ -1934,9 +1915,9 @@ impl RegionStore {
         }
     }
 
-    fn write_batch_inner(
+    fn write_batch_inner<W: Into<KeyedWrite>>(
         &mut self,
-        ops: Vec<(WriteOp, Option<Vec<u8>>)>,
+        ops: Vec<W>,
         defer: bool,
     ) -> (Vec<Result<WriteOutcome>>, Option<LogSync>) {
         if let Err(e) = self.check_usable() {
@@ -1949,7 +1930,7 @@ impl RegionStore {
         }
         let mut results: Vec<Result<WriteOutcome>> = ops
             .into_iter()
-            .map(|(op, key)| self.apply_keyed(op, key))
+            .map(|w| self.apply_keyed(w.into()))
             .collect();
         let applied = results.iter().filter(|r| r.is_ok()).count() as u64;
         let sync = match self.finish_batch(applied, defer) {

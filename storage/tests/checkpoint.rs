@@ -115,13 +115,13 @@ fn a_checkpoint_keeps_the_idempotency_keys() {
             columns: vec![(b"cf".to_vec(), b"n".to_vec(), 5)],
         })
     };
-    let first = s.write_batch_keyed(vec![(inc(), Some(b"k1".to_vec()))]);
+    let first = s.write_batch_keyed(vec![inc().with_key(Some(b"k1".to_vec()))]);
     assert!(first[0].is_ok());
     let copy = dir.path().join("copy");
     s.checkpoint(&copy).unwrap();
     let mut c = open(&copy);
     assert_eq!(c.idempotency_keys(), 1);
-    let retried = c.write_batch_keyed(vec![(inc(), Some(b"k1".to_vec()))]);
+    let retried = c.write_batch_keyed(vec![inc().with_key(Some(b"k1".to_vec()))]);
     assert_eq!(format!("{:?}", retried[0]), format!("{:?}", first[0]));
     let r = c.get(b"n", &read(1)).unwrap().unwrap();
     assert_eq!(r.cells[0].value, 5i64.to_be_bytes(), "applied once");
