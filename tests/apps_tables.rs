@@ -17,10 +17,10 @@ async fn ensure_tables_creates_every_application_table_once() {
         .await
         .expect("a second call is a no-op");
     for (name, families) in [
-        ("blog", vec!["d"]),
-        ("useractions", vec!["content"]),
-        ("access", vec!["h", "d", "t"]),
-        ("graph", vec!["g"]),
+        ("blog", vec!["d", "i"]),
+        ("useractions", vec!["content", "i"]),
+        ("access", vec!["h", "d", "t", "i"]),
+        ("graph", vec!["g", "i"]),
     ] {
         let desc = s
             .kura
@@ -70,4 +70,43 @@ async fn the_first_request_creates_its_table_and_rest_reads_the_rows() {
         b"jp.example.blog\t/a",
         "salt hash, reversed domain, tab, path"
     );
+}
+
+#[actix_web::test]
+async fn a_table_created_without_the_records_family_gets_it_and_keeps_its_rows() {
+    let s = store().await;
+    // `useractions` as it was created before idempotency records: one family.
+    s.kura
+        .create_table(kura_backend::TableDescriptor {
+            families: vec![kura_backend::FamilyDescriptor::new(b"content".to_vec())],
+            ..kura::apps::table_descriptor("useractions", &["content"])
+        })
+        .await
+        .expect("old table");
+    let app = app!(s.kura);
+    let (status, first) = call!(
+        &app,
+        post("/apps/actions/users/1", serde_json::json!({"name": "a"}))
+    );
+    assert_eq!(status, 201, "{first}");
+    let keyed = post("/apps/actions/users/1", serde_json::json!({"name": "b"}))
+        .insert_header(("Idempotency-Key", "k"));
+    let (status, second) = call!(&app, keyed);
+    assert_eq!(status, 201, "{second}");
+    let desc = s
+        .kura
+        .table("useractions")
+        .await
+        .expect("schema read")
+        .expect("table");
+    let names: Vec<_> = desc.families.iter().map(|f| f.name.clone()).collect();
+    assert_eq!(names, vec![b"content".to_vec(), b"i".to_vec()]);
+    let ttl = desc
+        .families
+        .iter()
+        .find(|f| f.name == b"i")
+        .and_then(|f| f.ttl_secs);
+    assert_eq!(ttl, Some(kura::apps::idempotency::WINDOW_SECS));
+    let (_, list) = call!(&app, get("/apps/actions/users/1"));
+    assert_eq!(list["actions"].as_array().map(Vec::len), Some(2), "{list}");
 }

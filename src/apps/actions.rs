@@ -30,11 +30,13 @@
 use super::clock;
 use super::cursor;
 use super::error::{AppError, AppResult};
+use super::idempotency::{self, Record};
 use super::keys::{hash4_u64, prefix_end, rev_time, unrev_time, KeyReader};
 use super::request;
 use super::scan::scan_rows;
 use super::sequence::{self, Sequence};
 use crate::state::AppState;
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use kura_backend::{ColumnSelection, ColumnSpec, Mutation, ReadSpec, RowMutation, ScanSpec};
 use serde::{Deserialize, Serialize};
@@ -112,10 +114,11 @@ async fn create(
             clock::LATEST_MS
         )));
     }
+    let key = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let action = request::run_detached(async move {
+    let answer = request::run_detached(async move {
         // The id and the server's stamp together from the user's sequence row: unique ids,
         // and server-stamped actions in id order, whichever server takes them.
         let seq = Sequence {
@@ -124,27 +127,46 @@ async fn create(
             family: FAMILY,
             qualifier: SEQ,
         };
-        let (id, time) = sequence::next(&kura, &clock, &seq).await?;
-        let stamp = new.stamp.unwrap_or(time.max(0) as u64);
+        let build = |id: u64, time: i64| Action {
+            action_id: id,
+            user_id: user,
+            name: new.name.clone(),
+            stamp: new.stamp.unwrap_or(time.max(0) as u64),
+        };
+        let record = |id: u64, time: i64| Record::new(StatusCode::CREATED, &build(id, time));
+        let keyed = key.as_deref().map(|k| (k, &record as sequence::Answer<'_>));
+        let (action, record, time) =
+            match sequence::next_recorded(&kura, &clock, &seq, keyed).await? {
+                sequence::Taken::New { id, time, record } => (build(id, time), record, time),
+                sequence::Taken::Recorded(r) if r.done => return Ok(r.response()),
+                sequence::Taken::Recorded(r) => {
+                    let action: Action = r.body_as()?;
+                    let time = action.stamp as i64;
+                    (action, Some(r), time)
+                }
+            };
+        // The action row, from the answer alone: writing it again (a retry that finds the
+        // record not done) puts the same cell.
         let m = RowMutation {
-            row: action_key(user, stamp, id),
+            row: action_key(user, action.stamp, action.action_id),
             mutations: vec![Mutation::Put {
                 family: FAMILY.into(),
                 qualifier: NAME.to_vec(),
-                timestamp: None,
-                value: new.name.clone().into_bytes(),
+                timestamp: Some(action.stamp as i64),
+                value: action.name.clone().into_bytes(),
             }],
         };
         kura.mutate(TABLE, m).await?;
-        Ok(Action {
-            action_id: id,
-            user_id: user,
-            name: new.name,
-            stamp,
-        })
+        if let (Some(k), Some(r)) = (key.as_deref(), record) {
+            let response = r.response();
+            idempotency::finish(&kura, TABLE, seq.row.clone(), k, r, time.saturating_add(2))
+                .await?;
+            return Ok(response);
+        }
+        Ok(HttpResponse::Created().json(action))
     })
     .await?;
-    Ok(HttpResponse::Created().json(action))
+    Ok(answer)
 }
 
 async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {

@@ -37,11 +37,13 @@
 
 use super::cursor;
 use super::error::{AppError, AppResult};
+use super::idempotency::{self, Record};
 use super::keys::{hash4_u64, prefix_end, rev_time};
 use super::request::{self, run_detached};
 use super::scan::scan_rows;
 use super::sequence::{self, Sequence};
 use crate::state::AppState;
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use kura_backend::{CheckAndMutate, Mutation, ReadSpec, RowMutation, ScanSpec, Store};
 use serde::{Deserialize, Serialize};
@@ -140,12 +142,31 @@ fn decode_article(value: &[u8]) -> AppResult<Article> {
 
 /// The article row's stored bytes and decoded article, if it exists.
 async fn load(kura: &Store, user: u64, article: u64) -> AppResult<Option<(Vec<u8>, Article)>> {
+    Ok(load_keyed(kura, user, article, None).await?.0)
+}
+
+/// The article row's value and article, and the record of `key` in that row, in one read (the
+/// read a check-and-mutate is computed from: see [`super::idempotency`]).
+async fn load_keyed(
+    kura: &Store,
+    user: u64,
+    article: u64,
+    key: Option<&[u8]>,
+) -> AppResult<(Option<(Vec<u8>, Article)>, Option<Record>)> {
     let Some(row) = kura
         .get(TABLE, &article_key(user, article), &ReadSpec::default())
         .await?
     else {
-        return Ok(None);
+        return Ok((None, None));
     };
+    let record = match key {
+        Some(k) => idempotency::find(&row, k)?,
+        None => None,
+    };
+    Ok((article_of(&row)?, record))
+}
+
+fn article_of(row: &kura_backend::Row) -> AppResult<Option<(Vec<u8>, Article)>> {
     let Some(cell) = row
         .cells
         .iter()
@@ -194,11 +215,12 @@ async fn create(
 ) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
     let new: NewArticle = request::read_json(&req, body, &state.limits).await?;
+    let key = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let article = run_detached(async move {
+    let answer = run_detached(async move {
         // The id and the post time together from the user's sequence row: a later id never
         // gets an earlier time, whichever server takes it, so ids increase in list order too.
         let seq = Sequence {
@@ -207,22 +229,38 @@ async fn create(
             family: FAMILY,
             qualifier: b"",
         };
-        let (id, ts) = sequence::next(&kura, &clock, &seq).await?;
-        let article = Article {
+        let build = |id: u64, ts: i64| Article {
             article_id: id,
             user_id: user,
-            user_name: new.user_name.unwrap_or_default(),
-            title: new.title,
-            content: new.content,
+            user_name: new.user_name.clone().unwrap_or_default(),
+            title: new.title.clone(),
+            content: new.content.clone(),
             category_id: new.category_id.unwrap_or(0),
-            category_name: new.category_name.unwrap_or_default(),
+            category_name: new.category_name.clone().unwrap_or_default(),
             post_at: ts,
             update_at: ts,
         };
+        let record = |id: u64, ts: i64| {
+            let article = build(id, ts);
+            let value =
+                serde_json::to_vec(&article).map_err(|e| AppError::Internal(e.to_string()))?;
+            // Refused before anything is written (no id is taken).
+            request::check_value(&limits, "the article", &value)?;
+            Record::new(StatusCode::CREATED, &article)
+        };
+        let keyed = key.as_deref().map(|k| (k, &record as sequence::Answer<'_>));
+        let (article, record) = match sequence::next_recorded(&kura, &clock, &seq, keyed).await? {
+            sequence::Taken::New { id, time, record } => (build(id, time), record),
+            sequence::Taken::Recorded(r) if r.done => return Ok(r.response()),
+            sequence::Taken::Recorded(r) => (r.body_as::<Article>()?, Some(r)),
+        };
+        let ts = article.post_at;
         let value = serde_json::to_vec(&article).map_err(|e| AppError::Internal(e.to_string()))?;
         // Refused before anything is written (the article id is skipped, not reused).
         request::check_value(&limits, "the article", &value)?;
         // The article row first: a list row never points at an article that was never stored.
+        // All three rows come from the answer alone, at its time: written again by a retry that
+        // finds the record not done, they are the same cells.
         let rows = [
             article_key(user, article.article_id),
             main_key(&article),
@@ -236,10 +274,15 @@ async fn create(
             })
             .collect();
         kura.mutate_rows(TABLE, ms).await?;
-        Ok(article)
+        if let (Some(k), Some(r)) = (key.as_deref(), record) {
+            let response = r.response();
+            idempotency::finish(&kura, TABLE, seq.row.clone(), k, r, ts.saturating_add(2)).await?;
+            return Ok(response);
+        }
+        Ok(HttpResponse::Created().json(article))
     })
     .await?;
-    Ok(HttpResponse::Created().json(article))
+    Ok(answer)
 }
 
 async fn get(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
@@ -266,13 +309,21 @@ async fn update(
     let user = request::path_u64(&req, "user_id")?;
     let id = request::path_u64(&req, "article_id")?;
     let patch: ArticlePatch = request::read_json(&req, body, &state.limits).await?;
+    let key = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let article = run_detached(async move {
-        loop {
-            let Some((old_value, old)) = load(&kura, user, id).await? else {
+    let answer = run_detached(async move {
+        let (new, record) = loop {
+            let (found, record) = load_keyed(&kura, user, id, key.as_deref()).await?;
+            if let Some(r) = record {
+                if r.done {
+                    return Ok(r.response());
+                }
+                break (r.body_as::<Article>()?, Some(r));
+            }
+            let Some((old_value, old)) = found else {
                 return Err(missing(user, id));
             };
             let ts = clock.tick().max(old.update_at.saturating_add(1));
@@ -287,71 +338,126 @@ async fn update(
             new.update_at = ts;
             let value = serde_json::to_vec(&new).map_err(|e| AppError::Internal(e.to_string()))?;
             request::check_value(&limits, "the article", &value)?;
+            let mut mutations = vec![put(&value, ts)];
+            let mut record = None;
+            if let Some(k) = key.as_deref() {
+                let r = Record::new(StatusCode::OK, &new)?;
+                mutations.push(r.put(k, ts.saturating_add(1))?);
+                record = Some(r);
+            }
             let cam = CheckAndMutate {
                 row: article_key(user, id),
                 family: FAMILY.into(),
                 qualifier: Vec::new(),
                 expected: old_value,
-                mutations: vec![put(&value, ts)],
+                mutations,
             };
-            if !kura.check_and_mutate(TABLE, cam).await? {
-                continue;
+            if kura.check_and_mutate(TABLE, cam).await? {
+                break (new, record);
             }
-            let ms = [main_key(&new), category_key(&new)]
-                .into_iter()
-                .map(|row| RowMutation {
-                    row,
-                    mutations: vec![put(&value, ts)],
-                })
-                .collect();
-            kura.mutate_rows(TABLE, ms).await?;
-            return Ok(new);
+        };
+        // The list rows from the answer alone, at its `update_at`.
+        let ts = new.update_at;
+        let value = serde_json::to_vec(&new).map_err(|e| AppError::Internal(e.to_string()))?;
+        let ms = [main_key(&new), category_key(&new)]
+            .into_iter()
+            .map(|row| RowMutation {
+                row,
+                mutations: vec![put(&value, ts)],
+            })
+            .collect();
+        kura.mutate_rows(TABLE, ms).await?;
+        if let (Some(k), Some(r)) = (key.as_deref(), record) {
+            let response = r.response();
+            let row = article_key(user, id);
+            idempotency::finish(&kura, TABLE, row, k, r, ts.saturating_add(2)).await?;
+            return Ok(response);
         }
+        Ok(HttpResponse::Ok().json(new))
     })
     .await?;
-    Ok(HttpResponse::Ok().json(article))
+    Ok(answer)
 }
 
 async fn delete(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
     let user = request::path_u64(&req, "user_id")?;
     let id = request::path_u64(&req, "article_id")?;
+    let key = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     run_detached(async move {
-        loop {
-            let Some((old_value, old)) = load(&kura, user, id).await? else {
+        // The answer (204) holds nothing to rebuild the list rows from, so the record holds
+        // the deleted article and its delete time: `{"article", "deleted_at"}`.
+        let (old, ts, record) = loop {
+            let (found, record) = load_keyed(&kura, user, id, key.as_deref()).await?;
+            if let Some(r) = record {
+                if r.done {
+                    return Ok(r.response());
+                }
+                let d: Deleted =
+                    serde_json::from_value(r.body.get("deleted").cloned().unwrap_or_default())
+                        .map_err(|e| {
+                            AppError::Internal(format!("an idempotency record is damaged: {e}"))
+                        })?;
+                break (d.article, d.deleted_at, Some(r));
+            }
+            let Some((old_value, old)) = found else {
                 return Err(missing(user, id));
             };
             let ts = clock.tick().max(old.update_at.saturating_add(1));
             clock.observe(ts);
+            let mut mutations = vec![Mutation::DeleteFamily {
+                family: FAMILY.into(),
+                timestamp: Some(ts),
+            }];
+            let mut record = None;
+            if let Some(k) = key.as_deref() {
+                let r = Record {
+                    status: StatusCode::NO_CONTENT.as_u16(),
+                    body: serde_json::json!({
+                        "deleted": {"article": &old, "deleted_at": ts}
+                    }),
+                    done: false,
+                };
+                mutations.push(r.put(k, ts.saturating_add(1))?);
+                record = Some(r);
+            }
             let cam = CheckAndMutate {
                 row: article_key(user, id),
                 family: FAMILY.into(),
                 qualifier: Vec::new(),
                 expected: old_value,
+                mutations,
+            };
+            if kura.check_and_mutate(TABLE, cam).await? {
+                break (old, ts, record);
+            }
+        };
+        let ms = [main_key(&old), category_key(&old)]
+            .into_iter()
+            .map(|row| RowMutation {
+                row,
                 mutations: vec![Mutation::DeleteRow {
                     timestamp: Some(ts),
                 }],
-            };
-            if !kura.check_and_mutate(TABLE, cam).await? {
-                continue;
-            }
-            let ms = [main_key(&old), category_key(&old)]
-                .into_iter()
-                .map(|row| RowMutation {
-                    row,
-                    mutations: vec![Mutation::DeleteRow {
-                        timestamp: Some(ts),
-                    }],
-                })
-                .collect();
-            kura.mutate_rows(TABLE, ms).await?;
-            return Ok(());
+            })
+            .collect();
+        kura.mutate_rows(TABLE, ms).await?;
+        if let (Some(k), Some(r)) = (key.as_deref(), record) {
+            let row = article_key(user, id);
+            idempotency::finish(&kura, TABLE, row, k, r, ts.saturating_add(2)).await?;
         }
+        Ok(HttpResponse::NoContent().finish())
     })
-    .await?;
-    Ok(HttpResponse::NoContent().finish())
+    .await
+}
+
+/// What a DELETE's record keeps to finish the delete after a crash.
+#[derive(Deserialize)]
+struct Deleted {
+    article: Article,
+    deleted_at: i64,
 }
 
 async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {

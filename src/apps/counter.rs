@@ -603,14 +603,28 @@ async fn hit(
             (TOTAL.into(), Vec::new(), amount),
         ],
     };
+    let key = super::idempotency::key(&req)?;
     let kura = state.kura.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let cells = request::run_detached(async move { Ok(kura.increment(TABLE, inc).await?) }).await?;
+    // With a key, the store's keyed increment: a retry gets the first hit's counts back
+    // (recorded with the increment itself) and counts nothing.
+    let cells =
+        request::run_detached(async move { Ok(kura.increment_keyed(TABLE, inc, key).await?) })
+            .await?;
     let [h, d, t] = cells.as_slice() else {
         return Err(AppError::Internal(format!(
             "increment returned {} cells, not 3",
             cells.len()
         )));
+    };
+    // The buckets of the answer are the ones counted (a retry's clock may be in the next hour).
+    let (hour, day) = if h.qualifier.is_empty() {
+        (hour, day)
+    } else {
+        (
+            String::from_utf8_lossy(&h.qualifier).into_owned(),
+            String::from_utf8_lossy(&d.qualifier).into_owned(),
+        )
     };
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "domain": domain, "path": path, "hour": hour, "day": day,

@@ -16,6 +16,8 @@
 //! - [`request`]: body/query/path parsing into [`error::AppError`]s.
 //! - [`clock`]: one server's monotonic ms ("now" for the formulas below).
 //! - [`sequence`]: per-owner ids with creation times, by check-and-mutate on a sequence row.
+//! - [`idempotency`]: `Idempotency-Key` on every write: the first answer stored with the
+//!   request's first row change (family `i` of every table, TTL 10 minutes).
 //!
 //! # Invariants
 //! 1. Every application table is created with `SaltConfig { buckets: 256, prefix_len: Some(4) }`
@@ -43,6 +45,7 @@ pub mod counter;
 pub mod cursor;
 pub mod error;
 pub mod graph;
+pub mod idempotency;
 pub mod keys;
 pub mod request;
 pub mod scan;
@@ -69,13 +72,20 @@ pub const APP_TABLES: &[(&str, &[&str])] = &[
     (graph::TABLE, &[graph::FAMILY]),
 ];
 
-/// The descriptor an application table is created with.
+/// The idempotency records' family ([`idempotency`]), which every application table has.
+fn records_family() -> FamilyDescriptor {
+    FamilyDescriptor::new(idempotency::FAMILY.as_bytes())
+        .with_ttl_secs(Some(idempotency::WINDOW_SECS))
+}
+
+/// The descriptor an application table is created with: its families and the records' family.
 pub fn table_descriptor(name: &str, families: &[&str]) -> TableDescriptor {
     TableDescriptor {
         name: name.to_string(),
         families: families
             .iter()
             .map(|f| FamilyDescriptor::new(f.as_bytes()))
+            .chain(std::iter::once(records_family()))
             .collect(),
         salt: APP_SALT,
         initial_regions: None,
@@ -91,14 +101,27 @@ pub fn table_descriptor(name: &str, families: &[&str]) -> TableDescriptor {
 /// `TableExists`, which counts as created.
 static CREATE_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Creates the application table `name` if it is missing. Idempotent and cheap when it exists.
+/// Whether a table has the idempotency records' family.
+fn has_records(desc: &TableDescriptor) -> bool {
+    desc.families
+        .iter()
+        .any(|f| f.name == idempotency::FAMILY.as_bytes())
+}
+
+/// Creates the application table `name` if it is missing, and adds the idempotency records'
+/// family to a table created before it existed. Idempotent and cheap when both are there.
 pub async fn ensure_table(kura: &Store, name: &str) -> Result<(), BackendError> {
-    if kura.table(name).await?.is_some() {
+    if kura.table(name).await?.is_some_and(|d| has_records(&d)) {
         return Ok(());
     }
     let _guard = CREATE_LOCK.lock().await;
     for (table, families) in APP_TABLES.iter().filter(|(t, _)| *t == name) {
-        if kura.table(table).await?.is_some() {
+        if let Some(mut desc) = kura.table(table).await? {
+            if !has_records(&desc) {
+                desc.families = vec![records_family()];
+                kura.alter_table(desc, kura_backend::AlterMode::Merge)
+                    .await?;
+            }
             continue;
         }
         match kura.create_table(table_descriptor(table, families)).await {
