@@ -71,7 +71,7 @@ pub(crate) enum Verdict {
     /// A put beyond the newest `max_versions` of its column: invisible now, but it would come
     /// back if a version marker later masked one of the newer puts (HBase's "deletes can
     /// resurface old versions until a compaction"). A major compaction drops it; a flush drops
-    /// it only when that cannot change a read (see `region_store::write_flushed`).
+    /// it only when that cannot change a read (see `region_store::flush::write_flushed`).
     Excess,
     /// A live delete marker (kept by minor compactions, dropped by major ones).
     Marker,
