@@ -98,7 +98,10 @@ fn unb64(s: &str) -> Vec<u8> {
 /// Every cell of `table`, every version: (row, column) → [(ts, value)] newest first.
 type Cells = BTreeMap<(Vec<u8>, Vec<u8>), Vec<(i64, Vec<u8>)>>;
 
-fn scan_all(http: &mut Http, table: &str) -> Cells {
+/// Uses a connection of its own: the test's may have idled past the server's keep-alive
+/// timeout while a command ran.
+fn scan_all(server: &Server, table: &str) -> Cells {
+    let http = &mut server.client();
     let r = http
         .request(
             "PUT",
@@ -277,8 +280,8 @@ fn a_table_exported_with_every_version_imports_into_an_identical_table() {
         cp.to_str().expect("utf-8"),
     ]));
     assert!(String::from_utf8_lossy(&o.stderr).contains("created table dst"));
-    let src = scan_all(&mut http, "src");
-    let dst = scan_all(&mut http, "dst");
+    let src = scan_all(&server, "src");
+    let dst = scan_all(&server, "dst");
     assert_eq!(src.len(), dst.len());
     assert!(
         src == dst,
@@ -290,7 +293,8 @@ fn a_table_exported_with_every_version_imports_into_an_identical_table() {
     assert!(!src.contains_key(&(b"row00001".to_vec(), b"cf:gone".to_vec())));
     assert_eq!(counter_value(&dst), 15);
     assert!(!cp.exists(), "the checkpoint is removed once done");
-    let schema = http
+    let schema = server
+        .client()
         .request("GET", "/dst/schema", &[("Accept", "application/json")], b"")
         .expect("schema");
     assert!(
@@ -435,7 +439,7 @@ fn an_import_killed_or_stopped_midway_resumes_to_the_same_table() {
         "--rows-per-part",
         "700",
     ]));
-    let src = scan_all(&mut http, "src");
+    let src = scan_all(&server, "src");
 
     let cp = work.path().join("stopped.cp");
     let args = [
@@ -454,11 +458,11 @@ fn an_import_killed_or_stopped_midway_resumes_to_the_same_table() {
     let o = kura(&[&args[..], &["--stop-after-batches", "4"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(cp.exists());
-    let partial = scan_all(&mut http, "stopped");
+    let partial = scan_all(&server, "stopped");
     assert!(!partial.is_empty() && partial.len() < src.len());
     let o = ok(kura(&args));
     assert!(String::from_utf8_lossy(&o.stderr).contains("resuming at part-m-00000"));
-    assert!(scan_all(&mut http, "stopped") == src);
+    assert!(scan_all(&server, "stopped") == src);
 
     let cp = work.path().join("killed.cp");
     let args = [
@@ -480,7 +484,7 @@ fn an_import_killed_or_stopped_midway_resumes_to_the_same_table() {
     });
     assert!(running, "killed while running");
     ok(kura(&args));
-    let killed = scan_all(&mut http, "killed");
+    let killed = scan_all(&server, "killed");
     assert!(killed == src, "the killed-and-resumed import differs");
     assert_eq!(counter_value(&killed), 15);
 }
@@ -510,7 +514,7 @@ fn importing_the_same_files_twice_never_doubles_a_counter() {
             "--checkpoint",
             work.path().join("cp").to_str().expect("utf-8"),
         ]));
-        assert_eq!(counter_value(&scan_all(&mut http, "again")), 15);
+        assert_eq!(counter_value(&scan_all(&server, "again")), 15);
     }
     // And the counter goes on from its exported value.
     let body = format!(
@@ -528,7 +532,7 @@ fn importing_the_same_files_twice_never_doubles_a_counter() {
         )
         .expect("increment");
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(counter_value(&scan_all(&mut http, "again")), 16);
+    assert_eq!(counter_value(&scan_all(&server, "again")), 16);
 }
 
 fn cell(row: &[u8], fq: (&[u8], &[u8]), ts: i64, kind: CellKind, v: &[u8]) -> ExportCell {
@@ -557,7 +561,6 @@ fn files_written_as_hbase_writes_them_are_imported_with_their_deletes() {
     let data = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
     let server = Server::start(data.path(), &[]);
-    let mut http = server.client();
     let url = format!("http://{}", server.addr);
     let dir = work.path().join("hbase");
     std::fs::create_dir(&dir).expect("mkdir");
@@ -647,7 +650,7 @@ fn files_written_as_hbase_writes_them_are_imported_with_their_deletes() {
         "{}",
         text(&o)
     );
-    let got = scan_all(&mut http, "h");
+    let got = scan_all(&server, "h");
     let col = |r: &[u8], c: &[u8]| got.get(&(r.to_vec(), c.to_vec())).cloned();
     assert_eq!(
         col(b"a", b"cf:y"),
@@ -665,7 +668,6 @@ fn hbase_094_values_are_read_with_the_flag() {
     let data = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
     let server = Server::start(data.path(), &[]);
-    let mut http = server.client();
     let url = format!("http://{}", server.addr);
     let dir = work.path().join("old");
     std::fs::create_dir(&dir).expect("mkdir");
@@ -723,7 +725,7 @@ fn hbase_094_values_are_read_with_the_flag() {
     );
     std::fs::remove_file(&cp).ok();
     ok(kura(&[&base[..], &["--hbase-0.94"]].concat()));
-    let got = scan_all(&mut http, "old");
+    let got = scan_all(&server, "old");
     assert_eq!(
         got[&(b"r".to_vec(), b"cf:a".to_vec())],
         vec![(3, b"v3".to_vec())]

@@ -29,7 +29,8 @@
 //!    the file, record and row, before anything of its batch is written.
 //! 4. With `kura-export.json` beside the parts, every part is checked against its SHA-256
 //!    before any of its records is written, and a part it lists must exist.
-//! 5. Memory: one batch (`--batch-cells` cells, about 4 MiB) plus one record.
+//! 5. Memory: two batches (`--batch-cells` cells, about 4 MiB each: one being written while
+//!    the next is read) plus one record.
 
 use super::files;
 use super::manifest::{self, Manifest};
@@ -244,7 +245,6 @@ async fn run(args: ImportArgs) -> Result<(), String> {
         side: &side,
         cp,
         cp_path: &cp_path,
-        batch: Batch::default(),
         batches: 0,
         bar: &bar,
         started,
@@ -363,7 +363,6 @@ struct Importer<'a> {
     side: &'a Side,
     cp: Checkpoint,
     cp_path: &'a Path,
-    batch: Batch,
     batches: u64,
     bar: &'a indicatif::ProgressBar,
     started: Instant,
@@ -410,140 +409,45 @@ impl Importer<'_> {
         Ok(true)
     }
 
+    /// Imports one file from record `skip` on. While one batch is being written, the next is
+    /// read and decoded (two batches in memory at most).
     async fn import_file(&mut self, path: &Path, name: &str, skip: u64) -> Result<bool, String> {
         let mut reader = Reader::open(path).map_err(|e| e.to_string())?;
         reader
             .expect_classes(IMMUTABLE_BYTES_WRITABLE, RESULT)
             .map_err(|e| e.to_string())?;
-        let mut index = 0u64;
-        while let Some((key, value)) = reader.next().map_err(|e| e.to_string())? {
-            index += 1;
-            if index <= skip {
-                continue;
-            }
-            let at = || format!("{}, record {index}", path.display());
-            let row = ibw_bytes(&key).map_err(|e| format!("{}: the key: {e}", at()))?;
-            let cells = if self.args.hbase_094 {
-                decode_094(&value)
-            } else {
-                decode_result(&value)
-            }
-            .map_err(|e| {
-                let hint = if self.args.hbase_094 {
-                    ""
-                } else {
-                    " (files from HBase 0.94 need --hbase-0.94)"
-                };
-                format!("{} (row {}): {e}{hint}", at(), printable(row))
-            })?;
-            self.add(row, cells, &at)?;
-            if self.batch.cells >= self.args.batch_cells || self.batch.bytes >= BATCH_BYTES {
-                self.cp.record = index;
-                if !self.flush(name).await? {
-                    return Ok(false);
-                }
-            }
-        }
-        self.cp.record = index;
-        self.cp.file_done = true;
-        self.flush(name).await
-    }
-
-    /// Adds one record's cells to the batch.
-    fn add(
-        &mut self,
-        row: &[u8],
-        cells: Vec<ExportCell>,
-        at: &dyn Fn() -> String,
-    ) -> Result<(), String> {
-        if cells.is_empty() {
-            return Ok(());
-        }
-        let b = &mut self.batch;
-        let mut put = Row {
-            key: row.to_vec(),
-            cells: Vec::new(),
-        };
-        for c in cells {
-            if c.row != row {
-                return Err(format!(
-                    "{}: a cell of row {} in the record of row {}: HBase Import and Bigtable \
-                     import both refuse that",
-                    at(),
-                    printable(&c.row),
-                    printable(row)
-                ));
-            }
-            b.bytes += row.len() + c.family.len() + c.qualifier.len() + 8 + c.value.len();
-            b.cells += 1;
-            match c.kind {
-                CellKind::Put => put.cells.push(Cell {
-                    family: c.family,
-                    qualifier: c.qualifier,
-                    timestamp: c.timestamp,
-                    value: c.value,
-                }),
-                CellKind::DeleteFamilyVersion => {
-                    return Err(format!(
-                        "{} (row {}): a DeleteFamilyVersion marker (type 10) at timestamp {}: \
-                         the HBase REST API cannot write this kind of delete, so the import \
-                         stops here; nothing of this batch was written",
-                        at(),
-                        printable(row),
-                        c.timestamp
-                    ))
-                }
-                _ => b.deletes.push(c),
-            }
-        }
-        b.rows += 1;
-        if !put.cells.is_empty() {
-            b.puts.push(put);
-        }
-        Ok(())
-    }
-
-    /// Writes the batch, then checkpoints; `Ok(false)` when `--stop-after-batches` is reached.
-    async fn flush(&mut self, name: &str) -> Result<bool, String> {
         let table = self.args.table.as_str();
-        let batch = std::mem::take(&mut self.batch);
-        if !batch.puts.is_empty() {
-            self.side
-                .write(table, &batch.puts)
-                .await
-                .map_err(|e| format!("writing {table} (from {name}): {e}"))?;
+        let mut index = 0u64;
+        let (mut batch, mut eof) = fill(self.args, &mut reader, &mut index, skip, path)?;
+        loop {
+            let end = index;
+            if eof {
+                write_batch(self.side, table, name, &batch).await?;
+                return self.checkpoint(name, &batch, end, true);
+            }
+            let (written, next) =
+                futures::join!(write_batch(self.side, table, name, &batch), async {
+                    fill(self.args, &mut reader, &mut index, skip, path)
+                });
+            written?;
+            if !self.checkpoint(name, &batch, end, false)? {
+                return Ok(false);
+            }
+            (batch, eof) = next?;
         }
-        let Side::Rest(client) = self.side else {
-            unreachable!("import writes through REST only")
-        };
-        for d in &batch.deletes {
-            let done = match d.kind {
-                CellKind::DeleteFamily => {
-                    client
-                        .delete_marker(table, &d.row, &d.family, None, d.timestamp)
-                        .await
-                }
-                CellKind::DeleteColumn => {
-                    client
-                        .delete_marker(table, &d.row, &d.family, Some(&d.qualifier), d.timestamp)
-                        .await
-                }
-                CellKind::DeleteVersion => {
-                    client
-                        .delete_version(table, &d.row, &d.family, &d.qualifier, d.timestamp)
-                        .await
-                }
-                CellKind::Put | CellKind::DeleteFamilyVersion => {
-                    unreachable!("sorted out in add")
-                }
-            };
-            done.map_err(|e| {
-                format!(
-                    "applying a delete marker of row {} (from {name}): {e}",
-                    printable(&d.row)
-                )
-            })?;
-        }
+    }
+
+    /// Records a written batch that ends at record `end` of `name`; `Ok(false)` when
+    /// `--stop-after-batches` is reached.
+    fn checkpoint(
+        &mut self,
+        name: &str,
+        batch: &Batch,
+        end: u64,
+        eof: bool,
+    ) -> Result<bool, String> {
+        self.cp.record = end;
+        self.cp.file_done = eof;
         self.cp.rows += batch.rows;
         self.cp.cells += (batch.cells - batch.deletes.len()) as u64;
         self.cp.deletes += batch.deletes.len() as u64;
@@ -562,4 +466,137 @@ impl Importer<'_> {
             .stop_after_batches
             .is_none_or(|n| self.batches < n))
     }
+}
+
+/// Reads records after `*index` (skipping up to record `skip`) into a batch until it is full
+/// or the file ends; the flag says the file ended.
+fn fill<R: std::io::Read>(
+    args: &ImportArgs,
+    reader: &mut Reader<R>,
+    index: &mut u64,
+    skip: u64,
+    path: &Path,
+) -> Result<(Batch, bool), String> {
+    let mut batch = Batch::default();
+    while let Some((key, value)) = reader.next().map_err(|e| e.to_string())? {
+        *index += 1;
+        if *index <= skip {
+            continue;
+        }
+        let n = *index;
+        let at = || format!("{}, record {n}", path.display());
+        let row = ibw_bytes(&key).map_err(|e| format!("{}: the key: {e}", at()))?;
+        let cells = if args.hbase_094 {
+            decode_094(&value)
+        } else {
+            decode_result(&value)
+        }
+        .map_err(|e| {
+            let hint = if args.hbase_094 {
+                ""
+            } else {
+                " (files from HBase 0.94 need --hbase-0.94)"
+            };
+            format!("{} (row {}): {e}{hint}", at(), printable(row))
+        })?;
+        add(&mut batch, row, cells, &at)?;
+        if batch.cells >= args.batch_cells || batch.bytes >= BATCH_BYTES {
+            return Ok((batch, false));
+        }
+    }
+    Ok((batch, true))
+}
+
+/// Adds one record's cells to the batch.
+fn add(
+    b: &mut Batch,
+    row: &[u8],
+    cells: Vec<ExportCell>,
+    at: &dyn Fn() -> String,
+) -> Result<(), String> {
+    if cells.is_empty() {
+        return Ok(());
+    }
+    let mut put = Row {
+        key: row.to_vec(),
+        cells: Vec::new(),
+    };
+    for c in cells {
+        if c.row != row {
+            return Err(format!(
+                "{}: a cell of row {} in the record of row {}: HBase Import and Bigtable \
+                 import both refuse that",
+                at(),
+                printable(&c.row),
+                printable(row)
+            ));
+        }
+        b.bytes += row.len() + c.family.len() + c.qualifier.len() + 8 + c.value.len();
+        b.cells += 1;
+        match c.kind {
+            CellKind::Put => put.cells.push(Cell {
+                family: c.family,
+                qualifier: c.qualifier,
+                timestamp: c.timestamp,
+                value: c.value,
+            }),
+            CellKind::DeleteFamilyVersion => {
+                return Err(format!(
+                    "{} (row {}): a DeleteFamilyVersion marker (type 10) at timestamp {}: the \
+                     HBase REST API cannot write this kind of delete, so the import stops \
+                     here; nothing of this batch was written",
+                    at(),
+                    printable(row),
+                    c.timestamp
+                ))
+            }
+            _ => b.deletes.push(c),
+        }
+    }
+    b.rows += 1;
+    if !put.cells.is_empty() {
+        b.puts.push(put);
+    }
+    Ok(())
+}
+
+/// Writes a batch: its puts, then its delete markers.
+async fn write_batch(side: &Side, table: &str, name: &str, batch: &Batch) -> Result<(), String> {
+    if !batch.puts.is_empty() {
+        side.write(table, &batch.puts)
+            .await
+            .map_err(|e| format!("writing {table} (from {name}): {e}"))?;
+    }
+    let Side::Rest(client) = side else {
+        unreachable!("import writes through REST only")
+    };
+    for d in &batch.deletes {
+        let done = match d.kind {
+            CellKind::DeleteFamily => {
+                client
+                    .delete_marker(table, &d.row, &d.family, None, d.timestamp)
+                    .await
+            }
+            CellKind::DeleteColumn => {
+                client
+                    .delete_marker(table, &d.row, &d.family, Some(&d.qualifier), d.timestamp)
+                    .await
+            }
+            CellKind::DeleteVersion => {
+                client
+                    .delete_version(table, &d.row, &d.family, &d.qualifier, d.timestamp)
+                    .await
+            }
+            CellKind::Put | CellKind::DeleteFamilyVersion => {
+                unreachable!("sorted out in add")
+            }
+        };
+        done.map_err(|e| {
+            format!(
+                "applying a delete marker of row {} (from {name}): {e}",
+                printable(&d.row)
+            )
+        })?;
+    }
+    Ok(())
 }
