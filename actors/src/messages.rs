@@ -225,3 +225,6 @@ pub(crate) struct AutoSplit {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct AutoSplitFailed;
+
+/// The sending side of a region's request queue.
+pub(crate) type RequestSender = tokio::sync::mpsc::UnboundedSender<ClientRequest>;

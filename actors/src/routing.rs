@@ -14,7 +14,7 @@
 
 use crate::catalog::TableDescriptor;
 use crate::error::ActorError;
-use crate::messages::{ClientRequest, InFlightSlot, Reject, Reply};
+use crate::messages::{ClientRequest, InFlightSlot, Reject, Reply, RequestSender};
 use crate::region::RegionActor;
 use actix::{Addr, Handler, Message};
 use dashmap::DashMap;
@@ -57,7 +57,7 @@ impl RegionHandle {
     /// with `Overloaded` when `capacity` requests are already in flight to this region.
     ///
     /// Client requests travel on a queue of their own, a tokio channel the actor drains as it
-    /// would its mailbox (`RequestQueue` in `region.rs`), rather than through the actix mailbox:
+    /// would its mailbox (`RequestQueue` in `region/requests.rs`), rather than through the actix mailbox:
     /// the mailbox boxes every message and links it in a node of its own, two heap blocks the
     /// caller's thread allocates and the region's thread frees, per request, where the tokio
     /// channel stores requests in place in blocks of 32 slots it recycles.
@@ -102,9 +102,6 @@ impl RegionHandle {
         }
     }
 }
-
-/// The sending side of a region's request queue.
-pub(crate) type RequestSender = tokio::sync::mpsc::UnboundedSender<ClientRequest>;
 
 /// One region in a snapshot.
 #[derive(Clone)]

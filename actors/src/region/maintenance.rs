@@ -1,0 +1,212 @@
+//! Flushes and compactions: when the region starts them, how they run off the region's
+//! thread, and how their results are installed.
+
+use super::*;
+
+/// Segments after which a region starts a minor compaction by itself.
+pub(super) const COMPACT_AT_SEGMENTS: u64 = 6;
+
+impl Handler<Flush> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Flush, ctx: &mut Context<Self>) {
+        self.settle(ctx);
+        if let Err(e) = self.store() {
+            let _ = msg.reply.send(Err(e.into()));
+            return;
+        }
+        // Up to a whole memtable written out: not on the arbiter's thread.
+        let reply = msg.reply;
+        self.with_store_off_thread(
+            "flush",
+            ctx,
+            |store| store.flush(),
+            move |act, res, ctx| {
+                let _ = reply.send(res.map_err(Reject::from));
+                act.maybe_compact(ctx);
+            },
+        );
+    }
+}
+
+impl Handler<Compact> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Compact, ctx: &mut Context<Self>) {
+        if self.compacting {
+            // One compaction at a time; the running one covers this request's segments.
+            if let Some(r) = msg.reply {
+                let _ = r.send(Ok(()));
+            }
+            return;
+        }
+        self.settle(ctx);
+        self.start_compaction(msg.major, msg.reply, ctx);
+    }
+}
+
+impl RegionActor {
+    /// Once the memtable is full, freeze it and write it to a segment on a blocking thread;
+    /// writes go on into a fresh memtable and log meanwhile, reads see both. One flush at a
+    /// time: if the new memtable fills up before this one is installed, the store flushes
+    /// inline at twice the budget (backpressure instead of unbounded memory).
+    ///
+    /// `off_thread`: the freeze itself (sync the log, create the next one: a file and a
+    /// directory fsync, milliseconds) also runs off the arbiter, the region paused meanwhile
+    /// (invariant 6). Only where nothing after this call uses the store synchronously: not
+    /// inside `settle`, whose callers go on with the store.
+    pub(super) fn maybe_flush(&mut self, ctx: &mut Context<Self>, off_thread: bool) {
+        let Ok(store) = self.store() else {
+            return;
+        };
+        if !store.wants_flush() {
+            return;
+        }
+        if off_thread {
+            self.with_store_off_thread(
+                "freeze",
+                ctx,
+                |store| store.flush_task(),
+                |act, res, ctx| {
+                    // An error was mapped (failing the region closed if fatal) on the way.
+                    if let Ok(Some(task)) = res {
+                        act.run_flush(task, ctx);
+                    }
+                },
+            );
+            return;
+        }
+        match store.flush_task() {
+            Ok(Some(task)) => self.run_flush(task, ctx),
+            Ok(None) => {}
+            Err(e) => {
+                let _ = self.store_err(e);
+            }
+        }
+    }
+    /// Write a frozen memtable to a segment on a background thread, then install it.
+    pub(super) fn run_flush(&mut self, task: kura_storage::FlushTask, ctx: &mut Context<Self>) {
+        let job = crate::background::run("flush", move || task.run());
+        ctx.spawn(
+            job.into_actor(self)
+                .map(|res, act, ctx| act.flush_done(res, ctx)),
+        );
+    }
+    /// A background flush finished: install its segment (once the store is back, if a job
+    /// has it on another thread now).
+    pub(super) fn flush_done(
+        &mut self,
+        res: Result<kura_storage::FlushOutput, ActorError>,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.store_away {
+            self.deferred
+                .push(Box::new(move |act, ctx| act.flush_done(res, ctx)));
+            return;
+        }
+        match res {
+            Ok(output) => {
+                // The store may have been closed or reopened meanwhile: then the output
+                // is stale and the store deletes it.
+                if let Some(store) = self.store.as_mut() {
+                    match store.install_flush(output) {
+                        // Freeing the memtable takes a while: not on the actor's thread.
+                        Ok(retired) => crate::background::drop_later(retired),
+                        Err(e) => {
+                            let _ = self.store_err(e);
+                        }
+                    }
+                }
+            }
+            Err(e) => self.fail(e.to_string()),
+        }
+        self.maybe_request_split();
+        self.maybe_compact(ctx);
+        self.maybe_flush(ctx, true);
+    }
+    /// Merge segments in the background once flushes have piled up enough of them that reads
+    /// would pay for it (the store flushes on its own but never compacts on its own).
+    pub(super) fn maybe_compact(&mut self, ctx: &mut Context<Self>) {
+        if self.compacting {
+            return;
+        }
+        let segments = self.store.as_ref().map_or(0, |s| s.stats().segments);
+        if segments >= COMPACT_AT_SEGMENTS {
+            self.start_compaction(false, None, ctx);
+        }
+    }
+    /// Compact on a blocking thread, then install the result on the actor's thread.
+    pub(super) fn start_compaction(
+        &mut self,
+        major: bool,
+        reply: Option<Reply<()>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let task = match self.store() {
+            Ok(store) => store.compaction_task(major),
+            Err(e) => {
+                if let Some(r) = reply {
+                    let _ = r.send(Err(e.into()));
+                }
+                return;
+            }
+        };
+        // A major compaction task made now filters with the narrowed ownership predicate.
+        let cleanup = major && std::mem::take(&mut self.split_cleanup_due);
+        let Some(task) = task else {
+            // Nothing to compact: the size already reflects only what the region holds.
+            if cleanup {
+                self.split_requested = false;
+            }
+            if let Some(r) = reply {
+                let _ = r.send(Ok(()));
+            }
+            return;
+        };
+        self.compacting = true;
+        let job = crate::background::run("compaction", move || task.run());
+        ctx.spawn(
+            job.into_actor(self)
+                .map(move |res, act, ctx| act.compaction_done(res, cleanup, reply, ctx)),
+        );
+    }
+    /// A background compaction finished: install its segment (once the store is back, if a
+    /// job has it on another thread now) and answer whoever asked for it.
+    pub(super) fn compaction_done(
+        &mut self,
+        res: Result<kura_storage::Result<kura_storage::CompactionOutput>, ActorError>,
+        cleanup: bool,
+        reply: Option<Reply<()>>,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.store_away {
+            self.deferred.push(Box::new(move |act, ctx| {
+                act.compaction_done(res, cleanup, reply, ctx)
+            }));
+            return;
+        }
+        self.compacting = false;
+        let out = match res {
+            Ok(Ok(output)) => match self.store() {
+                Ok(store) => match store.install_compaction(output) {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(self.store_err(e)),
+                },
+                Err(e) => Err(e),
+            },
+            Ok(Err(e)) => Err(self.store_err(e)),
+            Err(e) => Err(e),
+        };
+        if let Some(r) = reply {
+            let _ = r.send(out.map_err(Reject::Failed));
+        }
+        if self.split_cleanup_due {
+            // Another split happened while this compaction ran.
+            self.start_compaction(true, None, ctx);
+        } else if cleanup {
+            // The rows a split moved away are gone, so the size now reflects what the
+            // region owns: it may ask for a split again.
+            self.split_requested = false;
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Splits: asking the router for one when the region grows past the threshold, exporting the
+//! half that moves on a thread of its own, and committing or aborting as the router decides.
+
+use super::*;
+
+/// How long a region waits before asking again for a split that failed.
+pub(super) const SPLIT_RETRY: Duration = Duration::from_secs(30);
+
+impl Handler<AutoSplitFailed> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: AutoSplitFailed, _: &mut Context<Self>) {
+        self.split_requested = false;
+        self.split_retry_at = Some(std::time::Instant::now() + SPLIT_RETRY);
+    }
+}
+
+impl Handler<PrepareSplit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PrepareSplit, ctx: &mut Context<Self>) {
+        let (start, end) = self.range;
+        if msg.at <= start || msg.at >= end {
+            let _ = msg.reply.send(Err(Reject::NotOwner));
+            return;
+        }
+        // Invariant 2: every acknowledged write is in the store before the export reads it.
+        self.settle(ctx);
+        let upper = (msg.at, end);
+        let families = match self.store() {
+            Ok(store) => store.families().to_vec(),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let options = self.options(families, upper);
+        let Some(pred) = owns_row_predicate(&self.salt, upper) else {
+            let _ = msg.reply.send(Err(Reject::Failed(ActorError::Internal(
+                "split upper half covers the whole table".into(),
+            ))));
+            return;
+        };
+        if let Err(e) = self.store() {
+            let _ = msg.reply.send(Err(e.into()));
+            return;
+        }
+        // The flush and the export write up to half the region: seconds for a large one.
+        let new_dir = msg.new_dir;
+        let (reply, at) = (msg.reply, msg.at);
+        self.with_store_off_thread(
+            "split",
+            ctx,
+            move |store| {
+                store
+                    .flush()
+                    .and_then(|()| store.export_rows(&*pred, &new_dir, options))
+            },
+            move |act, res, _| act.split_exported(res, (start, at), reply),
+        );
+    }
+}
+
+impl Handler<CommitSplit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CommitSplit, ctx: &mut Context<Self>) {
+        // The catalog now gives the moved buckets to the new region: the narrowing is final,
+        // and the moved rows can leave this region's segments (in the background).
+        let pred = owns_row_predicate(&self.salt, self.range);
+        if let Some(store) = self.store.as_mut() {
+            store.set_owns_row(pred);
+        }
+        self.split_requested = true;
+        self.split_cleanup_due = true;
+        if !self.compacting && self.store.is_some() {
+            self.start_compaction(true, None, ctx);
+        }
+        let _ = msg.reply.send(Ok(()));
+    }
+}
+
+impl Handler<AbortSplit> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AbortSplit, _: &mut Context<Self>) {
+        self.range = msg.range;
+        let pred = owns_row_predicate(&self.salt, self.range);
+        if let Some(store) = self.store.as_mut() {
+            store.set_owns_row(pred);
+        }
+        self.split_requested = false;
+        let _ = msg.reply.send(Ok(()));
+    }
+}
+
+impl RegionActor {
+    pub(super) fn maybe_request_split(&mut self) {
+        let Some(threshold) = self.settings.split_threshold else {
+            return;
+        };
+        if self.split_requested || self.compacting || self.range.1 - self.range.0 < 2 {
+            return;
+        }
+        if self
+            .split_retry_at
+            .is_some_and(|t| std::time::Instant::now() < t)
+        {
+            return;
+        }
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        if store.approximate_size() > threshold {
+            self.split_requested = true;
+            self.router.do_send(AutoSplit {
+                table: self.table.clone(),
+                region: self.id,
+            });
+        }
+    }
+    /// The upper half `[at, end)` was exported (or not): narrow to `[start, at)` and answer.
+    pub(super) fn split_exported(
+        &mut self,
+        res: Result<(), ActorError>,
+        (start, at): (u32, u32),
+        reply: Reply<()>,
+    ) {
+        if let Err(e) = res {
+            let _ = reply.send(Err(e.into()));
+            return;
+        }
+        // From here on requests for the moved buckets are answered NotOwner and retried by the
+        // handle until the router publishes the new layout. Reads only: until the catalog
+        // commit (`CommitSplit`) the split may still be undone (`AbortSplit`), so no compaction
+        // may drop the moved rows yet.
+        self.range = (start, at);
+        let lower = owns_row_predicate(&self.salt, self.range);
+        if let Ok(store) = self.store() {
+            store.narrow_reads(lower);
+        }
+        self.split_requested = true;
+        let _ = reply.send(Ok(()));
+    }
+}
