@@ -162,7 +162,7 @@ impl HFile {
             pb_varint(&t[8..]).ok_or_else(|| self.corrupt(at, "bad trailer length"))?;
         let msg = usize::try_from(msg_len)
             .ok()
-            .and_then(|l| t.get(8 + n..8 + n + l))
+            .and_then(|l| t.get(8 + n..(8 + n).checked_add(l)?))
             .ok_or_else(|| self.corrupt(at, "the trailer message runs past the trailer"))?;
         let mut info = HFileInfo {
             major_version: major,
@@ -213,7 +213,7 @@ impl HFile {
             pb_varint(body).ok_or_else(|| self.corrupt(off, "bad file info length"))?;
         let msg = usize::try_from(msg_len)
             .ok()
-            .and_then(|l| body.get(n..n + l))
+            .and_then(|l| body.get(n..n.checked_add(l)?))
             .ok_or_else(|| self.corrupt(off, "the file info runs past its block"))?;
         let (mut tags, mut mvcc, mut encoding) = (false, false, None);
         for field in PbFields::new(msg) {
@@ -432,10 +432,9 @@ impl<'a> Iterator for PbFields<'a> {
                 2 => {
                     let (len, n) = pb_varint(rest).ok_or("bad length")?;
                     let len = usize::try_from(len).map_err(|_| "bad length")?;
-                    let body = rest
-                        .get(n..n + len)
-                        .ok_or("a field runs past its message")?;
-                    Ok((key >> 3, PbValue::Bytes(body), &rest[n + len..]))
+                    let end = n.checked_add(len).ok_or("bad length")?;
+                    let body = rest.get(n..end).ok_or("a field runs past its message")?;
+                    Ok((key >> 3, PbValue::Bytes(body), &rest[end..]))
                 }
                 _ => Err("unknown wire type"),
             }
@@ -492,6 +491,26 @@ mod tests {
         // HBASE_FORMATS.md §9 (d): row 1's cell.
         let one = cells.iter().find(|c| c.row == b"1").expect("row 1");
         assert_eq!((one.timestamp, one.mvcc), (1_609_291_279_317, 4));
+    }
+
+    #[test]
+    fn no_truncation_or_flipped_byte_of_an_hfile_panics() {
+        let bytes = std::fs::read(&fixture_hfiles()[0]).expect("read");
+        let read = |b: Vec<u8>| {
+            if let Ok(f) = HFile::from_bytes("x", b) {
+                let _ = f.cells();
+            }
+        };
+        for cut in (0..bytes.len()).step_by(7) {
+            read(bytes[..cut].to_vec());
+        }
+        for at in 0..bytes.len() {
+            for v in [0x00, 0x7f, 0xff] {
+                let mut b = bytes.clone();
+                b[at] = v;
+                read(b);
+            }
+        }
     }
 
     #[test]

@@ -490,8 +490,12 @@ async fn against(args: &VerifyArgs, side: &Side, dir: &std::path::Path) -> Resul
         eprintln!("note: the manifest's scanBatch only splits rows into several Results; rows are hashed whole here, which gives the same hashes");
     }
     let table = args.table.clone().unwrap_or_else(|| m.table.clone());
-    kura_backend::schema::validate_table_name(&table)
-        .map_err(|e| Failure::BadArgs(format!("table {table}: {e}")))?;
+    kura_backend::schema::validate_table_name(&table).map_err(|e| {
+        Failure::BadArgs(format!(
+            "the table {table} (from the manifest unless --table is given) is not a table \
+             name Kura takes ({e}): give --table"
+        ))
+    })?;
     if client(side)
         .get_json(&format!("/{table}/schema"))
         .await?
