@@ -159,3 +159,142 @@ async fn a_malformed_key_is_400_and_writes_nothing() {
     let (_, list) = call!(&app, get("/apps/actions/users/1"));
     assert_eq!(list["actions"], Value::Array(vec![]));
 }
+
+#[actix_web::test]
+async fn retried_graph_writes_apply_once_and_answer_the_first_answer() {
+    let s = store().await;
+    let app = app!(s.kura);
+    for id in ["a", "b"] {
+        let first = call!(
+            &app,
+            keyed(post("/apps/graph/nodes", json!({"id": id})), id)
+        );
+        assert_eq!(first.0, 201, "{}", first.1);
+        let again = call!(
+            &app,
+            keyed(post("/apps/graph/nodes", json!({"id": id})), id)
+        );
+        assert_eq!(again, first, "a retried node create is 201 again, not 409");
+    }
+    let unkeyed = call!(&app, post("/apps/graph/nodes", json!({"id": "a"})));
+    assert_eq!(unkeyed.0, 409);
+    let rel = json!({"start": "a", "type": "knows", "end": "b", "properties": {"w": "1"}});
+    let first = call!(
+        &app,
+        keyed(post("/apps/graph/relationships", rel.clone()), "r")
+    );
+    assert_eq!(first.0, 201, "{}", first.1);
+    let again = call!(&app, keyed(post("/apps/graph/relationships", rel), "r"));
+    assert_eq!(again, first);
+    let uri = "/apps/graph/relationships/a/knows/b";
+    let patched = call!(&app, keyed(patch(uri, json!({"put": {"w": "2"}})), "p"));
+    assert_eq!(patched.0, 200, "{}", patched.1);
+    let again = call!(&app, keyed(patch(uri, json!({"put": {"w": "3"}})), "p"));
+    assert_eq!(again, patched, "the first answer, not a second update");
+    let (_, out) = call!(
+        &app,
+        get("/apps/graph/nodes/a/relationships?type=knows&direction=outgoing")
+    );
+    assert_eq!(out["relationships"], json!([patched.1.clone()]));
+    let node_patch = call!(
+        &app,
+        keyed(
+            patch("/apps/graph/nodes/b", json!({"put": {"x": "y"}})),
+            "np"
+        )
+    );
+    let again = call!(
+        &app,
+        keyed(
+            patch("/apps/graph/nodes/b", json!({"put": {"x": "z"}})),
+            "np"
+        )
+    );
+    assert_eq!(again, node_patch);
+    let gone = call!(&app, keyed(delete(uri), "dr"));
+    assert_eq!(gone.0, 204);
+    let again = call!(&app, keyed(delete(uri), "dr"));
+    assert_eq!(again.0, 204, "{}", again.1);
+    assert_eq!(call!(&app, delete(uri)).0, 404);
+    let gone = call!(
+        &app,
+        keyed(delete("/apps/graph/nodes/a?cascade=true"), "dn")
+    );
+    assert_eq!(gone.0, 204);
+    let again = call!(
+        &app,
+        keyed(delete("/apps/graph/nodes/a?cascade=true"), "dn")
+    );
+    assert_eq!(again.0, 204);
+    assert_eq!(call!(&app, get("/apps/graph/nodes/a")).0, 404);
+    let (_, inc) = call!(
+        &app,
+        get("/apps/graph/nodes/b/relationships?type=knows&direction=incoming")
+    );
+    assert_eq!(inc["relationships"], json!([]));
+}
+
+/// The state a crash leaves between a keyed create's first row and the rest: the user's
+/// sequence row holds id 1 and the record (not done), and no article row or list row exists.
+/// The retry completes the create from the record: the same answer, the article in both
+/// lists, and the sequence continues at 2.
+#[actix_web::test]
+async fn a_retry_after_a_crash_between_rows_completes_the_create_once() {
+    let s = store().await;
+    let app = app!(s.kura);
+    let (status, _) = call!(&app, get("/apps/blog/users/5/articles"));
+    assert_eq!(status, 200, "the table exists");
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let article = json!({"article_id": 1, "user_id": 5, "user_name": "", "title": "t",
+        "content": "c", "category_id": 2, "category_name": "", "post_at": ts, "update_at": ts});
+    // The sequence row as `src/apps/blog.rs` lays it out: P(u) | 0x03, `d:""` = last id.
+    let mut row = kura::apps::keys::hash4_u64(5).to_vec();
+    row.extend_from_slice(&5u64.to_be_bytes());
+    row.push(0x03);
+    let record = json!({"status": 201, "body": article, "done": false});
+    s.kura
+        .mutate(
+            "blog",
+            kura_backend::RowMutation {
+                row,
+                mutations: vec![
+                    kura_backend::Mutation::Put {
+                        family: b"d".to_vec(),
+                        qualifier: Vec::new(),
+                        timestamp: Some(ts),
+                        value: 1u64.to_be_bytes().to_vec(),
+                    },
+                    kura_backend::Mutation::Put {
+                        family: b"i".to_vec(),
+                        qualifier: b"crash".to_vec(),
+                        timestamp: Some(ts + 1),
+                        value: record.to_string().into_bytes(),
+                    },
+                ],
+            },
+        )
+        .await
+        .expect("the first row of the create");
+    assert_eq!(call!(&app, get("/apps/blog/users/5/articles/1")).0, 404);
+    let body = json!({"title": "t", "content": "c", "category_id": 2});
+    for _ in 0..2 {
+        let (status, got) = call!(
+            &app,
+            keyed(post("/apps/blog/users/5/articles", body.clone()), "crash")
+        );
+        assert_eq!((status, &got), (201, &article));
+    }
+    assert_eq!(call!(&app, get("/apps/blog/users/5/articles/1")).1, article);
+    for uri in [
+        "/apps/blog/users/5/articles",
+        "/apps/blog/users/5/articles?category_id=2",
+    ] {
+        let (_, list) = call!(&app, get(uri));
+        assert_eq!(list["articles"], json!([article.clone()]), "{uri}");
+    }
+    let (_, next) = call!(&app, post("/apps/blog/users/5/articles", body));
+    assert_eq!(next["article_id"], 2);
+}

@@ -63,10 +63,12 @@
 use super::clock::Clock;
 use super::cursor;
 use super::error::{AppError, AppResult};
+use super::idempotency::{self, Record};
 use super::keys::{hash4, prefix_end, put_str, rev_time, unrev_time, KeyReader};
 use super::request::{self, run_detached};
 use super::scan::scan_rows;
 use crate::state::AppState;
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use kura_backend::{CheckAndMutate, Mutation, ReadSpec, Row, RowMutation, ScanSpec, Store};
 use serde::{Deserialize, Serialize};
@@ -261,38 +263,65 @@ fn delete_with_tombstone(clock: &Clock, ts: i64) -> Vec<Mutation> {
     ]
 }
 
-/// D1/D5: creates the row at `key` unless it exists; `Some(create time)` if this call created it.
+/// What [`create_row`] did.
+enum Created {
+    /// Created at this time; with an idempotency key, the record stored with it.
+    New(i64, Option<Record>),
+    /// The row is live (a conflict).
+    Exists,
+    /// The idempotency key's record: this request created the row before.
+    Recorded(Record),
+}
+
+/// Builds the record of a create from its create time.
+type CreateAnswer<'a> = &'a dyn Fn(i64) -> AppResult<Record>;
+
+/// D1/D5: creates the row at `key` unless it exists.
 ///
 /// `check_and_mutate(g:u == what was read)`: absent for a row never written, the tombstone of
 /// the last delete otherwise, with a create time above that delete's marker. Of N concurrent
 /// creates exactly one passes; the others re-read, find the row live and report a conflict.
+/// With an idempotency key, the record is stored by the same check-and-mutate and looked for
+/// in the same read (`super::idempotency`).
 async fn create_row(
     kura: &Store,
     clock: &Clock,
     key: &[u8],
     props: &[u8],
-) -> AppResult<Option<i64>> {
+    idem: Option<(&[u8], CreateAnswer<'_>)>,
+) -> AppResult<Created> {
     loop {
-        let (expected, floor) = match load_state(kura, key).await? {
-            State::Live(_) => return Ok(None),
+        let (state, record) = load_keyed(kura, key, idem.map(|(k, _)| k)).await?;
+        if let Some(r) = record {
+            return Ok(Created::Recorded(r));
+        }
+        let (expected, floor) = match state {
+            State::Live(_) => return Ok(Created::Exists),
             State::Absent => (Vec::new(), i64::MIN),
             State::Deleted { at, raw } => (raw, at.saturating_add(2)),
         };
         let ts = clock.tick_unique().max(floor);
         clock.observe(ts);
+        let mut mutations = vec![
+            put(PROPS, props.to_vec(), ts),
+            put(CREATED, ts.to_be_bytes().to_vec(), ts),
+            put(UPDATED, token(ts, ts), ts),
+        ];
+        let mut record = None;
+        if let Some((k, answer)) = idem {
+            let r = answer(ts)?;
+            mutations.push(r.put(k, ts.saturating_add(1))?);
+            record = Some(r);
+        }
         let cam = CheckAndMutate {
             row: key.to_vec(),
             family: FAMILY.into(),
             qualifier: UPDATED.to_vec(),
             expected,
-            mutations: vec![
-                put(PROPS, props.to_vec(), ts),
-                put(CREATED, ts.to_be_bytes().to_vec(), ts),
-                put(UPDATED, token(ts, ts), ts),
-            ],
+            mutations,
         };
         if kura.check_and_mutate(TABLE, cam).await? {
-            return Ok(Some(ts));
+            return Ok(Created::New(ts, record));
         }
     }
 }
@@ -354,9 +383,37 @@ fn parse_state(row: &Row) -> AppResult<State> {
 }
 
 async fn load_state(kura: &Store, key: &[u8]) -> AppResult<State> {
+    Ok(load_keyed(kura, key, None).await?.0)
+}
+
+/// The row's state and the record of idempotency key `idem` in it, in one read.
+async fn load_keyed(
+    kura: &Store,
+    key: &[u8],
+    idem: Option<&[u8]>,
+) -> AppResult<(State, Option<Record>)> {
     match kura.get(TABLE, key, &ReadSpec::default()).await? {
-        Some(row) => parse_state(&row),
-        None => Ok(State::Absent),
+        Some(row) => {
+            let record = match idem {
+                Some(k) => idempotency::find(&row, k)?,
+                None => None,
+            };
+            Ok((parse_state(&row)?, record))
+        }
+        None => Ok((State::Absent, None)),
+    }
+}
+
+/// The live row at `key` and the record of `idem` in it.
+async fn load_live_keyed(
+    kura: &Store,
+    key: &[u8],
+    idem: Option<&[u8]>,
+) -> AppResult<(Option<Stored>, Option<Record>)> {
+    let (state, record) = load_keyed(kura, key, idem).await?;
+    match state {
+        State::Live(s) => Ok((Some(s), record)),
+        State::Absent | State::Deleted { .. } => Ok((None, record)),
     }
 }
 
@@ -499,29 +556,34 @@ async fn create_node(
 ) -> AppResult<HttpResponse> {
     let new: NewNode = request::read_json(&req, body, &state.limits).await?;
     check_name("id", &new.id)?;
+    let idem = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     let limits = state.limits.clone();
-    let node = run_detached(async move {
+    run_detached(async move {
         let props = new.properties.unwrap_or_default();
         let value = encode_props(&props);
         request::check_value(&limits, "the node's properties", &value)?;
-        let Some(ts) = create_row(&kura, &clock, &node_key(&new.id), &value).await? else {
-            return Err(AppError::Conflict(format!(
-                "node {:?} already exists",
-                new.id
-            )));
-        };
-        Ok(Node {
-            id: new.id,
-            properties: props,
+        let node = |ts: i64| Node {
+            id: new.id.clone(),
+            properties: props.clone(),
             created_at: ts,
             updated_at: ts,
-        })
+        };
+        // One row: its record is done when written.
+        let record = |ts: i64| Ok(Record::new(StatusCode::CREATED, &node(ts))?.finished());
+        let keyed = idem.as_deref().map(|k| (k, &record as CreateAnswer<'_>));
+        match create_row(&kura, &clock, &node_key(&new.id), &value, keyed).await? {
+            Created::New(ts, _) => Ok(HttpResponse::Created().json(node(ts))),
+            Created::Recorded(r) => Ok(r.response()),
+            Created::Exists => Err(AppError::Conflict(format!(
+                "node {:?} already exists",
+                new.id
+            ))),
+        }
     })
-    .await?;
-    Ok(HttpResponse::Created().json(node))
+    .await
 }
 
 async fn get_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
@@ -542,14 +604,19 @@ async fn update_node(
     let id = request::path_str(&req, "id")?;
     check_name("id", &id)?;
     let patch: PropertyPatch = request::read_json(&req, body, &state.limits).await?;
+    let idem = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let node = run_detached(async move {
+    run_detached(async move {
         let key = node_key(&id);
         loop {
-            let Some(old) = load(&kura, &key).await? else {
+            let (old, record) = load_live_keyed(&kura, &key, idem.as_deref()).await?;
+            if let Some(r) = record {
+                return Ok(r.response());
+            }
+            let Some(old) = old else {
                 return Err(node_missing(&id));
             };
             let ts = clock.tick().max(old.updated.saturating_add(1));
@@ -557,28 +624,34 @@ async fn update_node(
             let props = patch.apply(&old.props);
             let value = encode_props(&props);
             request::check_value(&limits, "the node's properties", &value)?;
+            let node = Node {
+                id: id.clone(),
+                properties: props,
+                created_at: old.created,
+                updated_at: ts,
+            };
+            let mut mutations = vec![
+                put(PROPS, value, ts),
+                put(UPDATED, token(ts, old.created), ts),
+            ];
+            if let Some(k) = idem.as_deref() {
+                // One row: its record is done when written.
+                let r = Record::new(StatusCode::OK, &node)?.finished();
+                mutations.push(r.put(k, ts.saturating_add(1))?);
+            }
             let cam = CheckAndMutate {
                 row: key.clone(),
                 family: FAMILY.into(),
                 qualifier: UPDATED.to_vec(),
                 expected: old.updated_raw,
-                mutations: vec![
-                    put(PROPS, value, ts),
-                    put(UPDATED, token(ts, old.created), ts),
-                ],
+                mutations,
             };
             if kura.check_and_mutate(TABLE, cam).await? {
-                return Ok(Node {
-                    id,
-                    properties: props,
-                    created_at: old.created,
-                    updated_at: ts,
-                });
+                return Ok(HttpResponse::Ok().json(node));
             }
         }
     })
-    .await?;
-    Ok(HttpResponse::Ok().json(node))
+    .await
 }
 
 /// Index rows of node `x` (every direction and type), at most `max`.
@@ -669,13 +742,32 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
             )))
         }
     };
+    let idem = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     run_detached(async move {
         let key = node_key(&id);
         loop {
-            let Some(old) = load(&kura, &key).await? else {
+            let (old, record) = load_live_keyed(&kura, &key, idem.as_deref()).await?;
+            if let (Some(k), Some(r)) = (idem.as_deref(), record) {
+                if !r.done {
+                    // The node's delete was applied; finish its cascade (the record's body
+                    // says whether it had one).
+                    if r.body.get("cascade").and_then(serde_json::Value::as_bool) == Some(true) {
+                        delete_all_relationships(&kura, &clock, &id).await?;
+                    }
+                    let at = r
+                        .body
+                        .get("deleted_at")
+                        .and_then(serde_json::Value::as_i64)
+                        .unwrap_or_else(|| clock.tick())
+                        .saturating_add(3);
+                    idempotency::finish(&kura, TABLE, key.clone(), k, r.clone(), at).await?;
+                }
+                return Ok(r.response());
+            }
+            let Some(old) = old else {
                 return Err(node_missing(&id));
             };
             if cascade {
@@ -687,25 +779,39 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
             }
             let ts = clock.tick().max(old.updated.saturating_add(1));
             clock.observe(ts);
+            let mut mutations = delete_with_tombstone(&clock, ts);
+            let mut record = None;
+            if let Some(k) = idem.as_deref() {
+                let r = Record {
+                    status: StatusCode::NO_CONTENT.as_u16(),
+                    body: serde_json::json!({ "cascade": cascade, "deleted_at": ts }),
+                    done: !cascade,
+                };
+                mutations.push(r.put(k, ts.saturating_add(2))?);
+                record = Some(r);
+            }
             let cam = CheckAndMutate {
                 row: key.clone(),
                 family: FAMILY.into(),
                 qualifier: UPDATED.to_vec(),
                 expected: old.updated_raw,
-                mutations: delete_with_tombstone(&clock, ts),
+                mutations,
             };
             if kura.check_and_mutate(TABLE, cam).await? {
                 if cascade {
                     // A relationship created while the node was being deleted (its create saw the
                     // node) would otherwise dangle.
                     delete_all_relationships(&kura, &clock, &id).await?;
+                    if let (Some(k), Some(r)) = (idem.as_deref(), record) {
+                        let at = ts.saturating_add(3);
+                        idempotency::finish(&kura, TABLE, key.clone(), k, r, at).await?;
+                    }
                 }
-                return Ok(());
+                return Ok(HttpResponse::NoContent().finish());
             }
         }
     })
-    .await?;
-    Ok(HttpResponse::NoContent().finish())
+    .await
 }
 
 // ---- relationships ----------------------------------------------------------------------
@@ -719,46 +825,92 @@ async fn create_relationship(
     check_name("start", &new.start)?;
     check_name("type", &new.rel_type)?;
     check_name("end", &new.end)?;
+    let idem = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let rel = run_detached(async move {
+    run_detached(async move {
+        let key = rel_key(&new.start, &new.rel_type, &new.end);
+        // A retry finds its record before anything else (its nodes may be gone since).
+        if let Some(k) = idem.as_deref() {
+            if let (_, Some(r)) = load_keyed(&kura, &key, Some(k)).await? {
+                return finish_relationship_create(&kura, &key, k, r).await;
+            }
+        }
         for n in [&new.start, &new.end] {
             if load(&kura, &node_key(n)).await?.is_none() {
                 return Err(node_missing(n));
             }
         }
-        let props = new.properties.unwrap_or_default();
+        let props = new.properties.clone().unwrap_or_default();
         let value = encode_props(&props);
         request::check_value(&limits, "the relationship's properties", &value)?;
-        let key = rel_key(&new.start, &new.rel_type, &new.end);
-        let Some(ts) = create_row(&kura, &clock, &key, &value).await? else {
-            return Err(AppError::Conflict(format!(
-                "relationship {:?} -{:?}-> {:?} already exists",
-                new.start, new.rel_type, new.end
-            )));
-        };
-        let ms = index_keys(&new.start, &new.rel_type, &new.end, ts)
-            .into_iter()
-            .map(|row| RowMutation {
-                row,
-                mutations: vec![put(b"", value.clone(), ts)],
-            })
-            .collect();
-        kura.mutate_rows(TABLE, ms).await?;
-        drop_index_if_dead(&kura, &new.start, &new.rel_type, &new.end, ts, ts).await?;
-        Ok(Relationship {
-            start: new.start,
-            rel_type: new.rel_type,
-            end: new.end,
-            properties: props,
+        let rel = |ts: i64| Relationship {
+            start: new.start.clone(),
+            rel_type: new.rel_type.clone(),
+            end: new.end.clone(),
+            properties: props.clone(),
             created_at: ts,
             updated_at: ts,
-        })
+        };
+        let record = |ts: i64| Record::new(StatusCode::CREATED, &rel(ts));
+        let keyed = idem.as_deref().map(|k| (k, &record as CreateAnswer<'_>));
+        let (ts, record) = match create_row(&kura, &clock, &key, &value, keyed).await? {
+            Created::New(ts, record) => (ts, record),
+            Created::Recorded(r) => match idem.as_deref() {
+                Some(k) => return finish_relationship_create(&kura, &key, k, r).await,
+                None => return Err(AppError::Internal("a record without a key".into())),
+            },
+            Created::Exists => {
+                return Err(AppError::Conflict(format!(
+                    "relationship {:?} -{:?}-> {:?} already exists",
+                    new.start, new.rel_type, new.end
+                )))
+            }
+        };
+        let rel = rel(ts);
+        write_index(&kura, &rel).await?;
+        if let (Some(k), Some(r)) = (idem.as_deref(), record) {
+            idempotency::finish(&kura, TABLE, key, k, r, ts.saturating_add(2)).await?;
+        }
+        Ok(HttpResponse::Created().json(rel))
     })
-    .await?;
-    Ok(HttpResponse::Created().json(rel))
+    .await
+}
+
+/// Writes the index rows of `rel` as a create or update that answered `rel` wrote them: from
+/// the answer alone, at its `updated_at`, so writing them again changes nothing.
+async fn write_index(kura: &Store, rel: &Relationship) -> AppResult<()> {
+    let (s, t, e) = (&rel.start, &rel.rel_type, &rel.end);
+    let value = encode_props(&rel.properties);
+    let ts = rel.updated_at;
+    let ms = index_keys(s, t, e, rel.created_at)
+        .into_iter()
+        .map(|row| RowMutation {
+            row,
+            mutations: vec![put(b"", value.clone(), ts)],
+        })
+        .collect();
+    kura.mutate_rows(TABLE, ms).await?;
+    drop_index_if_dead(kura, s, t, e, rel.created_at, ts).await
+}
+
+/// A retried relationship create or update that found its record: writes the index rows again
+/// if the record is not done, marks it done, and answers the stored answer.
+async fn finish_relationship_create(
+    kura: &Store,
+    key: &[u8],
+    idem: &[u8],
+    r: Record,
+) -> AppResult<HttpResponse> {
+    if !r.done {
+        let rel: Relationship = r.body_as()?;
+        write_index(kura, &rel).await?;
+        let at = rel.updated_at.saturating_add(2);
+        idempotency::finish(kura, TABLE, key.to_vec(), idem, r.clone(), at).await?;
+    }
+    Ok(r.response())
 }
 
 async fn get_relationship(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
@@ -777,14 +929,19 @@ async fn update_relationship(
 ) -> AppResult<HttpResponse> {
     let (s, t, e) = rel_path(&req)?;
     let patch: PropertyPatch = request::read_json(&req, body, &state.limits).await?;
+    let idem = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let limits = state.limits.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
-    let rel = run_detached(async move {
+    run_detached(async move {
         let key = rel_key(&s, &t, &e);
         loop {
-            let Some(old) = load(&kura, &key).await? else {
+            let (old, record) = load_live_keyed(&kura, &key, idem.as_deref()).await?;
+            if let (Some(k), Some(r)) = (idem.as_deref(), record) {
+                return finish_relationship_create(&kura, &key, k, r).await;
+            }
+            let Some(old) = old else {
                 return Err(rel_missing(&s, &t, &e));
             };
             let ts = clock.tick().max(old.updated.saturating_add(1));
@@ -792,40 +949,42 @@ async fn update_relationship(
             let props = patch.apply(&old.props);
             let value = encode_props(&props);
             request::check_value(&limits, "the relationship's properties", &value)?;
+            let rel = Relationship {
+                start: s.clone(),
+                rel_type: t.clone(),
+                end: e.clone(),
+                properties: props,
+                created_at: old.created,
+                updated_at: ts,
+            };
+            let mut mutations = vec![
+                put(PROPS, value.clone(), ts),
+                put(UPDATED, token(ts, old.created), ts),
+            ];
+            let mut record = None;
+            if let Some(k) = idem.as_deref() {
+                let r = Record::new(StatusCode::OK, &rel)?;
+                mutations.push(r.put(k, ts.saturating_add(1))?);
+                record = Some(r);
+            }
             let cam = CheckAndMutate {
                 row: key.clone(),
                 family: FAMILY.into(),
                 qualifier: UPDATED.to_vec(),
                 expected: old.updated_raw,
-                mutations: vec![
-                    put(PROPS, value.clone(), ts),
-                    put(UPDATED, token(ts, old.created), ts),
-                ],
+                mutations,
             };
             if !kura.check_and_mutate(TABLE, cam).await? {
                 continue;
             }
-            let ms = index_keys(&s, &t, &e, old.created)
-                .into_iter()
-                .map(|row| RowMutation {
-                    row,
-                    mutations: vec![put(b"", value.clone(), ts)],
-                })
-                .collect();
-            kura.mutate_rows(TABLE, ms).await?;
-            drop_index_if_dead(&kura, &s, &t, &e, old.created, ts).await?;
-            return Ok(Relationship {
-                start: s,
-                rel_type: t,
-                end: e,
-                properties: props,
-                created_at: old.created,
-                updated_at: ts,
-            });
+            write_index(&kura, &rel).await?;
+            if let (Some(k), Some(r)) = (idem.as_deref(), record) {
+                idempotency::finish(&kura, TABLE, key, k, r, ts.saturating_add(2)).await?;
+            }
+            return Ok(HttpResponse::Ok().json(rel));
         }
     })
-    .await?;
-    Ok(HttpResponse::Ok().json(rel))
+    .await
 }
 
 /// After a create or update wrote the index rows of the relationship's incarnation created at
@@ -874,25 +1033,33 @@ async fn delete_relationship(
     t: &str,
     e: &str,
 ) -> AppResult<bool> {
+    Ok(delete_relationship_keyed(kura, clock, s, t, e, None).await? != Deleted::Missing)
+}
+
+/// What [`delete_relationship_keyed`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Deleted {
+    /// Deleted now (or, with a key, by this request before).
+    Done,
+    /// There was nothing to delete.
+    Missing,
+}
+
+/// [`delete_relationship`] with an optional idempotency key: the record (`{"created",
+/// "deleted_at"}`, what deleting the index rows needs) goes with the row's delete, and a retry
+/// that finds it deletes the index rows again from it.
+async fn delete_relationship_keyed(
+    kura: &Store,
+    clock: &Clock,
+    s: &str,
+    t: &str,
+    e: &str,
+    idem: Option<&[u8]>,
+) -> AppResult<Deleted> {
     let key = rel_key(s, t, e);
-    loop {
-        let Some(old) = load(kura, &key).await? else {
-            return Ok(false);
-        };
-        let ts = clock.tick().max(old.updated.saturating_add(1));
-        clock.observe(ts);
-        let cam = CheckAndMutate {
-            row: key.clone(),
-            family: FAMILY.into(),
-            qualifier: UPDATED.to_vec(),
-            expected: old.updated_raw,
-            mutations: delete_with_tombstone(clock, ts),
-        };
-        if !kura.check_and_mutate(TABLE, cam).await? {
-            continue;
-        }
+    let delete_index = |created: i64, ts: i64| {
         // The D8 fix: the index keys come from the stored create time, not from `ts`.
-        let ms = index_keys(s, t, e, old.created)
+        index_keys(s, t, e, created)
             .into_iter()
             .map(|row| RowMutation {
                 row,
@@ -900,9 +1067,56 @@ async fn delete_relationship(
                     timestamp: Some(ts),
                 }],
             })
-            .collect();
-        kura.mutate_rows(TABLE, ms).await?;
-        return Ok(true);
+            .collect::<Vec<_>>()
+    };
+    loop {
+        let (old, record) = load_live_keyed(kura, &key, idem).await?;
+        if let (Some(k), Some(r)) = (idem, record) {
+            if !r.done {
+                let field = |name: &str| r.body.get(name).and_then(serde_json::Value::as_i64);
+                let (Some(created), Some(ts)) = (field("created"), field("deleted_at")) else {
+                    return Err(AppError::Internal(
+                        "an idempotency record is damaged".into(),
+                    ));
+                };
+                kura.mutate_rows(TABLE, delete_index(created, ts)).await?;
+                let at = ts.saturating_add(3);
+                idempotency::finish(kura, TABLE, key.clone(), k, r, at).await?;
+            }
+            return Ok(Deleted::Done);
+        }
+        let Some(old) = old else {
+            return Ok(Deleted::Missing);
+        };
+        let ts = clock.tick().max(old.updated.saturating_add(1));
+        clock.observe(ts);
+        let mut mutations = delete_with_tombstone(clock, ts);
+        let mut record = None;
+        if let Some(k) = idem {
+            let r = Record {
+                status: StatusCode::NO_CONTENT.as_u16(),
+                body: serde_json::json!({"created": old.created, "deleted_at": ts}),
+                done: false,
+            };
+            mutations.push(r.put(k, ts.saturating_add(2))?);
+            record = Some(r);
+        }
+        let cam = CheckAndMutate {
+            row: key.clone(),
+            family: FAMILY.into(),
+            qualifier: UPDATED.to_vec(),
+            expected: old.updated_raw,
+            mutations,
+        };
+        if !kura.check_and_mutate(TABLE, cam).await? {
+            continue;
+        }
+        kura.mutate_rows(TABLE, delete_index(old.created, ts))
+            .await?;
+        if let (Some(k), Some(r)) = (idem, record) {
+            idempotency::finish(kura, TABLE, key, k, r, ts.saturating_add(3)).await?;
+        }
+        return Ok(Deleted::Done);
     }
 }
 
@@ -911,14 +1125,14 @@ async fn delete_relationship_handler(
     req: HttpRequest,
 ) -> AppResult<HttpResponse> {
     let (s, t, e) = rel_path(&req)?;
+    let idem = idempotency::key(&req)?;
     let kura = state.kura.clone();
     let clock = state.clock.clone();
     super::ensure_table(&kura, TABLE).await?;
     run_detached(async move {
-        if delete_relationship(&kura, &clock, &s, &t, &e).await? {
-            Ok(())
-        } else {
-            Err(rel_missing(&s, &t, &e))
+        match delete_relationship_keyed(&kura, &clock, &s, &t, &e, idem.as_deref()).await? {
+            Deleted::Done => Ok(()),
+            Deleted::Missing => Err(rel_missing(&s, &t, &e)),
         }
     })
     .await?;

@@ -147,7 +147,8 @@ pub fn find(row: &Row, key: &[u8]) -> AppResult<Option<Record>> {
         .map_err(|e| AppError::Internal(format!("an idempotency record is damaged: {e}")))
 }
 
-/// Marks `record` done in `row` of `table` (after the request's last row is written).
+/// Marks `record` done in `row` of `table` (after the request's last row is written), at
+/// `timestamp` (above the record's first version) or now, whichever is later.
 pub async fn finish(
     kura: &kura_backend::Store,
     table: &str,
@@ -156,7 +157,10 @@ pub async fn finish(
     record: Record,
     timestamp: i64,
 ) -> AppResult<()> {
-    let put = record.finished().put(key, timestamp)?;
+    // Above the record's own version (`timestamp` is computed from it) and not in the past,
+    // so that the family's TTL counts from now.
+    let now = chrono::Utc::now().timestamp_millis();
+    let put = record.finished().put(key, timestamp.max(now))?;
     kura.mutate(
         table,
         kura_backend::RowMutation {
