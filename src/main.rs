@@ -122,13 +122,14 @@ async fn serve_bigtable(
     let kura = kura_backends::connect_bigtable(bigtable)
         .await
         .map_err(|e| format!("cannot connect to Bigtable {location}: {e}"))?;
-    kura::ops::metrics::record_startup(started.elapsed());
+    let state = AppState::new(kura.clone(), config.limits());
+    state.ops.metrics.record_startup(started.elapsed());
     if let Err(e) = kura::apps::ensure_tables(&kura).await {
         tracing::warn!("cannot create the applications' tables yet: {e}");
     }
-    let source = StateSource::ready(AppState::new(kura.clone(), config.limits()));
+    let source = StateSource::ready(state);
     // No regions live on the workers: thread per core has nothing to place.
-    let server = kura::server::build_server(&config, source, false, token)
+    let server = kura::server::build_server(&config, Arc::clone(&source), false, token)
         .map_err(|e| format!("cannot serve on {}: {e}", config.bind))?;
     let handle = server.handle();
     let mut served = actix_rt::spawn(server);
@@ -137,7 +138,7 @@ async fn serve_bigtable(
         served = &mut served => (served, kura.shutdown().await),
         () = wait_for_signal() => {
             tracing::info!("shutdown requested: draining HTTP connections");
-            kura::ops::begin_shutdown();
+            source.ops().begin_shutdown();
             handle.stop(true).await;
             let served = served.await;
             (served, kura.shutdown().await)
@@ -216,7 +217,7 @@ async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), Str
     for table in kura.list_tables().await.map_err(cannot_open)? {
         let _ = kura.regions(&table.name).await;
     }
-    kura::ops::metrics::record_startup(started.elapsed());
+    source.ops().metrics.record_startup(started.elapsed());
     tracing::info!(
         took_ms = started.elapsed().as_millis() as u64,
         thread_per_core = tpc,
@@ -245,7 +246,7 @@ async fn serve_embedded(config: Config, token: Option<String>) -> Result<(), Str
         served = &mut served => (served, kura.shutdown().await),
         () = wait_for_signal() => {
             tracing::info!("shutdown requested (a second SIGINT or SIGTERM exits at once)");
-            kura::ops::begin_shutdown();
+            source.ops().begin_shutdown();
             // A shutdown that hangs (a disk that stopped answering) can still be cut short
             // without SIGKILL; what was acknowledged in `sync` durability is in the logs.
             actix_rt::spawn(async {

@@ -379,6 +379,7 @@ pub fn build_server(
     let token = web::Data::new(AuthToken(token));
     let max_body = config.max_body;
     let loopback_only = !config.allow_remote;
+    let metrics = Arc::clone(&state.ops().metrics);
     let mut server = HttpServer::new(move || {
         if register_arbiters {
             state.register_current_arbiter();
@@ -405,7 +406,9 @@ pub fn build_server(
             .wrap(from_fn(refuse_large_head))
             .wrap(from_fn(catch_panic))
             // Outermost, so that 401s and panics are counted too.
-            .wrap(crate::ops::metrics::MetricsMiddleware)
+            .wrap(crate::ops::metrics::MetricsMiddleware::new(Arc::clone(
+                &metrics,
+            )))
             .configure(crate::configure)
     })
     .client_request_timeout(Duration::from_secs(config.header_timeout_secs.max(1)))

@@ -1,5 +1,6 @@
 //! What every handler receives: the store handle, the server's settings and what one server
-//! keeps for itself (open REST scanners, the console's heatmap, the applications' clock).
+//! keeps for itself (open REST scanners, the console's heatmap, the applications' clock, its
+//! metrics and shutting-down flag).
 //!
 //! # Invariants
 //! 1. Nothing in an [`AppState`] is shared with another server's: two servers in one process
@@ -49,11 +50,15 @@ pub struct AppState {
     /// applications' timestamps; its lease is opened by `main` on the embedded backend only.
     /// Tests of skewed servers replace it with a `Clock::skewed` one before serving.
     pub clock: std::sync::Arc<crate::apps::clock::Clock>,
+    /// This server's metrics and shutting-down flag. A [`StateSource`] gives the state it
+    /// publishes its own, which the server's metrics middleware records into from the first
+    /// request.
+    pub ops: std::sync::Arc<crate::ops::ServerOps>,
 }
 
 impl AppState {
-    /// The state of a server over `kura`, with no scanner open, no heatmap sampled yet and a
-    /// fresh clock with no lease.
+    /// The state of a server over `kura`, with no scanner open, no heatmap sampled yet, a
+    /// fresh clock with no lease and nothing counted.
     pub fn new(kura: Store, limits: Limits) -> AppState {
         AppState {
             kura,
@@ -61,8 +66,16 @@ impl AppState {
             scanners: Default::default(),
             heatmap: Default::default(),
             clock: Default::default(),
+            ops: new_ops(),
         }
     }
+}
+
+/// A server's fresh [`crate::ops::ServerOps`], counting its REST scanners for `/metrics`.
+fn new_ops() -> std::sync::Arc<crate::ops::ServerOps> {
+    std::sync::Arc::new(crate::ops::ServerOps::new(
+        crate::rest::scanners::open_count,
+    ))
 }
 
 /// Where handlers find the [`AppState`]: set once the store is open.
@@ -75,8 +88,11 @@ impl AppState {
 /// # Invariants
 /// 1. The state is set at most once; the workers' arbiters are registered at most once per
 ///    worker thread (an `App` is built per worker and per listening address).
+/// 2. The published state's `ops` is the source's [`StateSource::ops`], which exists before the
+///    state does: the server counts requests and can begin shutting down while the store opens.
 pub struct StateSource {
     state: std::sync::OnceLock<actix_web::web::Data<AppState>>,
+    ops: std::sync::Arc<crate::ops::ServerOps>,
     ready: tokio::sync::Notify,
     arbiters: parking_lot::Mutex<Vec<(std::thread::ThreadId, actix::ArbiterHandle)>>,
 }
@@ -84,8 +100,13 @@ pub struct StateSource {
 impl StateSource {
     /// A source whose state is set later ([`StateSource::set`]).
     pub fn pending() -> std::sync::Arc<StateSource> {
+        StateSource::pending_with(new_ops())
+    }
+
+    fn pending_with(ops: std::sync::Arc<crate::ops::ServerOps>) -> std::sync::Arc<StateSource> {
         std::sync::Arc::new(StateSource {
             state: std::sync::OnceLock::new(),
+            ops,
             ready: tokio::sync::Notify::new(),
             arbiters: parking_lot::Mutex::new(Vec::new()),
         })
@@ -93,16 +114,23 @@ impl StateSource {
 
     /// A source whose state is there from the start.
     pub fn ready(state: AppState) -> std::sync::Arc<StateSource> {
-        let source = StateSource::pending();
+        let source = StateSource::pending_with(std::sync::Arc::clone(&state.ops));
         source.set(state);
         source
     }
 
-    /// Publish the state and wake every request waiting for it. A second call is ignored.
-    pub fn set(&self, state: AppState) {
+    /// Publish the state, with the source's [`StateSource::ops`] as its own, and wake every
+    /// request waiting for it. A second call is ignored.
+    pub fn set(&self, mut state: AppState) {
+        state.ops = std::sync::Arc::clone(&self.ops);
         if self.state.set(actix_web::web::Data::new(state)).is_ok() {
             self.ready.notify_waiters();
         }
+    }
+
+    /// The server's metrics and shutting-down flag, there before the state is.
+    pub fn ops(&self) -> &std::sync::Arc<crate::ops::ServerOps> {
+        &self.ops
     }
 
     /// The state, once set.

@@ -1,6 +1,8 @@
 //! `/healthz` as a load balancer reads it: ready means every region has opened (its log
 //! replayed), and a server that has begun to shut down says so with 503.
 
+#[macro_use]
+mod ops_support;
 mod server_harness;
 
 use server_harness::{create_table, Server};
@@ -63,14 +65,14 @@ fn metrics_value(text: &str, name: &str) -> f64 {
 #[actix_web::test]
 async fn healthz_answers_503_once_the_server_is_shutting_down() {
     use actix_web::test;
-    let app = test::init_service(
-        actix_web::App::new().route("/healthz", actix_web::web::get().to(kura::ops::healthz)),
-    )
-    .await;
+    let (kura, _dir) = ops_support::start_kura().await;
+    let state = ops_support::state(&kura);
+    let ops = std::sync::Arc::clone(&state.ops);
+    let app = ops_app!(state, state);
     let resp =
         test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
     assert_eq!(resp.status(), 200);
-    kura::ops::begin_shutdown();
+    ops.begin_shutdown();
     let resp =
         test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
     assert_eq!(resp.status(), 503);

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::heatmap;
-use super::metrics::{count_admin, ADMIN};
+use super::metrics::AdminOp;
 use crate::state::AppState;
 
 /// An admin request that failed, rendered as `{"error":{"code","message"}}`.
@@ -228,7 +228,7 @@ pub async fn flush(state: web::Data<AppState>, path: web::Path<String>) -> Resul
     let table = path.into_inner();
     descriptor(&state, &table).await?;
     let r = state.kura.flush(&table).await;
-    count_admin(&ADMIN.flush, r.is_ok());
+    state.ops.metrics.count_admin(AdminOp::Flush, r.is_ok());
     r?;
     let regions = regions_of(&state, &table).await?;
     Ok(HttpResponse::Ok().json(json!({
@@ -269,14 +269,12 @@ pub async fn compact(
     let major = parse_bool("major", query.major.as_deref())?;
     descriptor(&state, &table).await?;
     let r = state.kura.compact(&table, major).await;
-    count_admin(
-        if major {
-            &ADMIN.compact_major
-        } else {
-            &ADMIN.compact_minor
-        },
-        r.is_ok(),
-    );
+    let op = if major {
+        AdminOp::CompactMajor
+    } else {
+        AdminOp::CompactMinor
+    };
+    state.ops.metrics.count_admin(op, r.is_ok());
     r?;
     let regions = regions_of(&state, &table).await?;
     Ok(HttpResponse::Ok().json(json!({
@@ -421,7 +419,7 @@ pub async fn split(
         }
     };
     let r = state.kura.split_region(&table, region, bucket).await;
-    count_admin(&ADMIN.split, r.is_ok());
+    state.ops.metrics.count_admin(AdminOp::Split, r.is_ok());
     let (low, high) = r?;
     let regions = regions_of(&state, &table).await?;
     Ok(HttpResponse::Ok().json(json!({

@@ -1,32 +1,56 @@
-//! `GET /metrics`: Prometheus text exposition format 0.0.4, written by hand.
+//! `GET /metrics`: the Prometheus text exposition format 0.0.4, encoded by the `prometheus-client`
+//! crate's text encoder (`prometheus_text`), and what each server counts for it.
 //!
-//! Two sources feed one page:
-//! - **HTTP figures**, recorded by [`MetricsMiddleware`] into process-wide atomic tables: request
-//!   counts by endpoint kind, operation and status class, and latency histograms by endpoint kind
-//!   and operation.
-//! - **Store figures**, read at scrape time from [`kura_backend::Backend::regions`] for every table: per-region
-//!   cells, bytes, log size, reads, writes, flushes, compactions, fsyncs and group-commit batch
-//!   sizes, plus per-table region and split counts.
+//! Everything counted here belongs to one server ([`ServerMetrics`], held by
+//! [`crate::ops::ServerOps`] in the server's [`AppState`]): two servers in one process (tests)
+//! count separately. Three sources feed one page:
+//! - **HTTP figures**, recorded by [`MetricsMiddleware`]: request counts by endpoint kind,
+//!   operation and status class, latency histograms by endpoint kind and operation, and the
+//!   requests in flight. The tables are arrays of atomics indexed by the label set, created once
+//!   with the server; a [`Collector`] encodes the series that have counted something at each
+//!   scrape. (The crate's own `Family` would look each label set up in a locked map per request,
+//!   and its `Histogram` takes a mutex per observation; pre-created `Family` members would put
+//!   every one of the ~9,000 possible zero series on every page.)
+//! - **Process figures** in the server's `prometheus-client` [`Registry`]: build info, uptime,
+//!   start-up time, admin operations (pre-created `Counter`s of a `Family`) and the in-flight
+//!   gauge.
+//! - **Store figures**, read at scrape time from [`kura_backend::Backend::regions`] for every
+//!   table, and the open REST scanners: per-region cells, bytes, log size, reads, writes,
+//!   flushes, compactions, fsyncs and group-commit batch sizes, plus per-table region and split
+//!   counts. They are gathered first (asynchronously), then encoded by a [`Collector`] over that
+//!   snapshot in a registry built for the scrape, with the same encoder.
+//!
+//! The encoder appends `_total` to counter names: counters are declared by their base name
+//! (`kura_http_requests` is exposed as `kura_http_requests_total`, with its `# TYPE` line).
 //!
 //! # Invariants
 //! 1. Label cardinality is bounded: requests are classified into a fixed set of endpoint kinds and
 //!    operations ([`classify`]); the raw path never becomes a label value.
-//! 2. Recording a request costs a handful of relaxed atomic additions and no lock, so wrapping the
-//!    App does not move the `/healthz` throughput ceiling measurably.
-//! 3. Counters only grow within a process. Region counters restart at zero when a region is
+//! 2. Recording a request costs a handful of relaxed atomic additions on pre-created slots, with
+//!    no lock and no map lookup, so wrapping the App does not move the `/healthz` throughput
+//!    ceiling measurably.
+//! 3. Counters only grow within a server. Region counters restart at zero when a region is
 //!    reopened or created by a split (Prometheus treats that as a counter reset).
-//! 4. `kura_scanners_open` is asked at every scrape from the scanner registry, which registers
-//!    its counting function with [`register_scanner_count`]; ops keeps no scanner state.
+//! 4. `kura_scanners_open` is asked at every scrape through the [`ScannerCount`] function the
+//!    server's state was built with (the REST scanner registry's); ops keeps no scanner state
+//!    and does not depend on the REST API.
 
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::Method;
 use actix_web::{web, HttpResponse};
 use futures::future::{ready, LocalBoxFuture, Ready};
-use kura_backend::Store;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::OnceLock;
-use std::time::Instant;
+use kura_backend::{RegionInfo, Store, TableDescriptor};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::state::AppState;
 
@@ -124,13 +148,15 @@ impl Op {
     }
 }
 
-/// Process-wide HTTP tables. Indexes: `[endpoint][op][status class]` and `[endpoint][op][bucket]`.
+/// One server's HTTP tables. Indexes: `[endpoint][op][status class]` and
+/// `[endpoint][op][bucket]`; every slot exists from the start, so recording never allocates.
+#[derive(Debug)]
 struct HttpTables {
     requests: Vec<AtomicU64>,
     buckets: Vec<AtomicU64>,
     sum_us: Vec<AtomicU64>,
-    count: Vec<AtomicU64>,
-    in_flight: AtomicI64,
+    /// When the server built its first App (`kura_uptime_seconds`).
+    started: OnceLock<Instant>,
 }
 
 impl HttpTables {
@@ -140,83 +166,308 @@ impl HttpTables {
             requests: n(NE * NO * NS),
             buckets: n(NE * NO * NB),
             sum_us: n(NE * NO),
-            count: n(NE * NO),
-            in_flight: AtomicI64::new(0),
+            started: OnceLock::new(),
+        }
+    }
+
+    /// Records one finished request.
+    fn record(&self, endpoint: Endpoint, op: Op, status: u16, elapsed_us: u64) {
+        let series = endpoint.0 * NO + op.0;
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        self.requests[series * NS + class].fetch_add(1, Ordering::Relaxed);
+        let bucket = LATENCY_BOUNDS_US
+            .iter()
+            .position(|b| elapsed_us <= *b)
+            .unwrap_or(NB - 1);
+        self.buckets[series * NB + bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_us[series].fetch_add(elapsed_us, Ordering::Relaxed);
+    }
+}
+
+impl Collector for HttpTables {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        encoder
+            .encode_descriptor(
+                "kura_build_info",
+                "Build information; the value is always 1.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?
+            .encode_gauge(&1i64)?;
+        let uptime = self
+            .started
+            .get()
+            .map_or(0.0, |t| t.elapsed().as_secs_f64());
+        encoder
+            .encode_descriptor(
+                "kura_uptime_seconds",
+                "Seconds since the server built its first App.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&uptime)?;
+
+        let mut requests = encoder.encode_descriptor(
+            "kura_http_requests",
+            "HTTP requests by endpoint kind, operation and status class.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (e, endpoint) in ENDPOINTS.iter().enumerate() {
+            for (o, op) in OPS.iter().enumerate() {
+                for (s, status) in STATUS_CLASSES.iter().enumerate() {
+                    let v = self.requests[(e * NO + o) * NS + s].load(Ordering::Relaxed);
+                    if v > 0 {
+                        requests
+                            .encode_family(&[
+                                ("endpoint", *endpoint),
+                                ("op", *op),
+                                ("status", *status),
+                            ])?
+                            .encode_counter::<NoLabelSet, u64, u64>(&v, None)?;
+                    }
+                }
+            }
+        }
+        let mut latency = encoder.encode_descriptor(
+            "kura_http_request_duration_seconds",
+            "HTTP request latency (until the response head is ready) by endpoint kind and operation.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (e, endpoint) in ENDPOINTS.iter().enumerate() {
+            for (o, op) in OPS.iter().enumerate() {
+                let series = e * NO + o;
+                let counts = &self.buckets[series * NB..(series + 1) * NB];
+                let buckets: [(f64, u64); NB] = std::array::from_fn(|b| {
+                    let bound = LATENCY_BOUNDS.get(b).copied().unwrap_or(f64::INFINITY);
+                    (bound, counts[b].load(Ordering::Relaxed))
+                });
+                // The count is the sum of the buckets so the two always agree within a scrape.
+                let count: u64 = buckets.iter().map(|(_, n)| n).sum();
+                if count == 0 {
+                    continue;
+                }
+                let sum = self.sum_us[series].load(Ordering::Relaxed) as f64 / 1e6;
+                latency
+                    .encode_family(&[("endpoint", *endpoint), ("op", *op)])?
+                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts the open scanners of a server (the REST scanner registry's counting function).
+pub type ScannerCount = fn(&AppState) -> usize;
+
+/// An admin operation, the `op` label of `kura_admin_operations_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AdminOp {
+    Flush,
+    CompactMinor,
+    CompactMajor,
+    Split,
+}
+
+impl AdminOp {
+    const ALL: [AdminOp; 4] = [
+        AdminOp::Flush,
+        AdminOp::CompactMinor,
+        AdminOp::CompactMajor,
+        AdminOp::Split,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            AdminOp::Flush => "flush",
+            AdminOp::CompactMinor => "compact_minor",
+            AdminOp::CompactMajor => "compact_major",
+            AdminOp::Split => "split",
         }
     }
 }
 
-fn http() -> &'static HttpTables {
-    static TABLES: OnceLock<HttpTables> = OnceLock::new();
-    TABLES.get_or_init(HttpTables::new)
+type AdminLabels = [(&'static str, &'static str); 2];
+
+/// What one server counts for `/metrics`, and the registry that encodes it.
+pub struct ServerMetrics {
+    http: Arc<HttpTables>,
+    in_flight: Gauge,
+    /// `[op][ok, error]`, handles on the members of the registry's admin family.
+    admin: [[Counter; 2]; 4],
+    /// Seconds `Kura::start` took (catalog, every region's segments and log replay).
+    startup: Gauge<f64, AtomicU64>,
+    scanner_count: ScannerCount,
+    registry: Registry,
 }
 
-/// Counts the open scanners of a store (the REST scanner registry registers one).
-pub type ScannerCount = fn(&AppState) -> usize;
-
-static SCANNER_SOURCE: OnceLock<ScannerCount> = OnceLock::new();
-
-/// The scanner registry registers a function that counts its open scanners (from
-/// `rest::configure`); every scrape asks it. The first registration wins.
-pub fn register_scanner_count(count: ScannerCount) {
-    let _ = SCANNER_SOURCE.set(count);
+impl fmt::Debug for ServerMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerMetrics").finish_non_exhaustive()
+    }
 }
 
-/// Open scanners of this store; 0 while no registry has registered.
-fn scanners_open(state: &AppState) -> usize {
-    SCANNER_SOURCE.get().map_or(0, |count| count(state))
+impl ServerMetrics {
+    /// A server's figures, all zero, asking `scanner_count` for the open scanners at each
+    /// scrape.
+    pub fn new(scanner_count: ScannerCount) -> ServerMetrics {
+        let http = Arc::new(HttpTables::new());
+        let in_flight = Gauge::default();
+        let startup = Gauge::<f64, AtomicU64>::default();
+        let admin_family = Family::<AdminLabels, Counter>::default();
+        let admin = AdminOp::ALL.map(|o| {
+            ["ok", "error"].map(|result| {
+                admin_family
+                    .get_or_create(&[("op", o.label()), ("result", result)])
+                    .clone()
+            })
+        });
+        let mut registry = Registry::default();
+        // `register` ends each help text with a period.
+        registry.register(
+            "kura_startup_seconds",
+            "Time the store took to open at start-up: catalog, segments and log replay of every \
+             region",
+            startup.clone(),
+        );
+        registry.register(
+            "kura_admin_operations",
+            "Admin operations requested through /admin/, by operation and result",
+            admin_family,
+        );
+        registry.register(
+            "kura_http_requests_in_flight",
+            "HTTP requests being served now",
+            in_flight.clone(),
+        );
+        registry.register_collector(Box::new(Arc::clone(&http)));
+        ServerMetrics {
+            http,
+            in_flight,
+            admin,
+            startup,
+            scanner_count,
+            registry,
+        }
+    }
+
+    /// `main` calls this with the time `Kura::start` took, so `/metrics` shows the recovery time.
+    pub fn record_startup(&self, took: Duration) {
+        self.startup.set(took.as_secs_f64());
+    }
+
+    /// Counts one admin operation; `ok` selects the result label.
+    pub(crate) fn count_admin(&self, op: AdminOp, ok: bool) {
+        let row = AdminOp::ALL.iter().position(|o| *o == op).unwrap_or(0);
+        self.admin[row][usize::from(!ok)].inc();
+    }
+
+    /// Records one finished request.
+    pub fn record(&self, endpoint: Endpoint, op: Op, status: u16, elapsed_us: u64) {
+        self.http.record(endpoint, op, status, elapsed_us);
+    }
+
+    /// Renders the whole page of `state`'s server.
+    pub async fn render(&self, state: &AppState) -> String {
+        let mut out = String::with_capacity(16 << 10);
+        // Writing to a String cannot fail, and every label set here is well-formed.
+        let _ = prometheus_text::encode(&mut out, &self.registry);
+        let mut scrape = Registry::default();
+        scrape.register_collector(Box::new(
+            StoreFigures::gather(state, self.scanner_count).await,
+        ));
+        let _ = prometheus_text::encode(&mut out, &scrape);
+        out
+    }
 }
 
-/// How long `Kura::start` took (catalog, every region's segments and log replay), in
-/// microseconds; 0 until the server reports it with [`record_startup`].
-static STARTUP_US: AtomicU64 = AtomicU64::new(0);
-
-/// `main` calls this with the time `Kura::start` took, so `/metrics` shows the recovery time.
-pub fn record_startup(took: std::time::Duration) {
-    STARTUP_US.store(
-        u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
+/// Decrements the in-flight gauge when the request ends, however it ends.
+struct InFlight(Gauge);
+impl InFlight {
+    fn enter(gauge: &Gauge) -> InFlight {
+        gauge.inc();
+        InFlight(gauge.clone())
+    }
+}
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
-/// Admin operations performed through `/admin/`, by kind and result.
-pub(crate) struct AdminCounters {
-    pub flush: [AtomicU64; 2],
-    pub compact_minor: [AtomicU64; 2],
-    pub compact_major: [AtomicU64; 2],
-    pub split: [AtomicU64; 2],
+/// Actix middleware that records every request into one server's HTTP tables. The server builder
+/// wraps its App with it: `App::new().wrap(MetricsMiddleware::new(metrics))`, the same
+/// [`ServerMetrics`] as the server's state holds.
+#[derive(Clone, Debug)]
+pub struct MetricsMiddleware {
+    metrics: Arc<ServerMetrics>,
 }
 
-pub(crate) static ADMIN: AdminCounters = AdminCounters {
-    flush: [AtomicU64::new(0), AtomicU64::new(0)],
-    compact_minor: [AtomicU64::new(0), AtomicU64::new(0)],
-    compact_major: [AtomicU64::new(0), AtomicU64::new(0)],
-    split: [AtomicU64::new(0), AtomicU64::new(0)],
-};
-
-/// Counts one admin operation; `ok` selects the result label.
-pub(crate) fn count_admin(counter: &[AtomicU64; 2], ok: bool) {
-    counter[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+impl MetricsMiddleware {
+    /// Records into `metrics`.
+    pub fn new(metrics: Arc<ServerMetrics>) -> MetricsMiddleware {
+        MetricsMiddleware { metrics }
+    }
 }
 
-fn started_at() -> Instant {
-    static START: OnceLock<Instant> = OnceLock::new();
-    *START.get_or_init(Instant::now)
+impl<S, B> Transform<S, ServiceRequest> for MetricsMiddleware
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: 'static,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Transform = MetricsService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        // Anchor the uptime clock at the first App built, not at the first scrape.
+        let _ = self.metrics.http.started.get_or_init(Instant::now);
+        ready(Ok(MetricsService {
+            service,
+            metrics: Arc::clone(&self.metrics),
+        }))
+    }
 }
 
-/// Records one finished request.
-pub fn record(endpoint: Endpoint, op: Op, status: u16, elapsed_us: u64) {
-    let t = http();
-    let series = endpoint.0 * NO + op.0;
-    let class = usize::from((status / 100).clamp(1, 5)) - 1;
-    t.requests[series * NS + class].fetch_add(1, Ordering::Relaxed);
-    let bucket = LATENCY_BOUNDS_US
-        .iter()
-        .position(|b| elapsed_us <= *b)
-        .unwrap_or(NB - 1);
-    t.buckets[series * NB + bucket].fetch_add(1, Ordering::Relaxed);
-    t.sum_us[series].fetch_add(elapsed_us, Ordering::Relaxed);
-    t.count[series].fetch_add(1, Ordering::Relaxed);
+/// The service [`MetricsMiddleware`] builds.
+pub struct MetricsService<S> {
+    service: S,
+    metrics: Arc<ServerMetrics>,
+}
+
+impl<S, B> Service<ServiceRequest> for MetricsService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: 'static,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let (endpoint, op) = classify(req.method(), req.path(), req.query_string());
+        let start = Instant::now();
+        let guard = InFlight::enter(&self.metrics.in_flight);
+        let metrics = Arc::clone(&self.metrics);
+        let fut = self.service.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            let status = match &res {
+                Ok(r) => r.status().as_u16(),
+                Err(e) => e.as_response_error().status_code().as_u16(),
+            };
+            let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+            metrics.record(endpoint, op, status, us);
+            drop(guard);
+            res
+        })
+    }
 }
 
 /// Classifies a request into a fixed endpoint kind and operation from its method, path and
@@ -317,242 +568,12 @@ fn check_param(query: &str) -> Option<&str> {
     query.split('&').find_map(|kv| kv.strip_prefix("check="))
 }
 
-/// Decrements the in-flight gauge when the request ends, however it ends.
-struct InFlight;
-impl InFlight {
-    fn enter() -> InFlight {
-        http().in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight
-    }
-}
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        http().in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Actix middleware that records every request into the HTTP tables. `main.rs` wraps the App
-/// with it: `App::new().wrap(kura::ops::metrics::MetricsMiddleware).configure(kura::configure)`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MetricsMiddleware;
-
-impl<S, B> Transform<S, ServiceRequest> for MetricsMiddleware
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
-    B: 'static,
-{
-    type Response = ServiceResponse<B>;
-    type Error = actix_web::Error;
-    type Transform = MetricsService<S>;
-    type InitError = ();
-    type Future = Ready<Result<Self::Transform, Self::InitError>>;
-
-    fn new_transform(&self, service: S) -> Self::Future {
-        // Anchor the uptime clock at the first App built, not at the first scrape.
-        let _ = started_at();
-        ready(Ok(MetricsService { service }))
-    }
-}
-
-/// The service [`MetricsMiddleware`] builds.
-pub struct MetricsService<S> {
-    service: S,
-}
-
-impl<S, B> Service<ServiceRequest> for MetricsService<S>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
-    B: 'static,
-{
-    type Response = ServiceResponse<B>;
-    type Error = actix_web::Error;
-    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    forward_ready!(service);
-
-    fn call(&self, req: ServiceRequest) -> Self::Future {
-        let (endpoint, op) = classify(req.method(), req.path(), req.query_string());
-        let start = Instant::now();
-        let guard = InFlight::enter();
-        let fut = self.service.call(req);
-        Box::pin(async move {
-            let res = fut.await;
-            let status = match &res {
-                Ok(r) => r.status().as_u16(),
-                Err(e) => e.as_response_error().status_code().as_u16(),
-            };
-            let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-            record(endpoint, op, status, us);
-            drop(guard);
-            res
-        })
-    }
-}
-
-/// Escapes a label value per the text format (backslash, double quote, newline).
-pub fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn fmt_seconds(us: u64) -> String {
-    format!("{}", us as f64 / 1e6)
-}
-
-/// Renders the HTTP tables.
-fn render_http(out: &mut String) {
-    let t = http();
-    header(
-        out,
-        "kura_http_requests_total",
-        "counter",
-        "HTTP requests by endpoint kind, operation and status class.",
-    );
-    for (e, endpoint) in ENDPOINTS.iter().enumerate() {
-        for (o, op) in OPS.iter().enumerate() {
-            for (s, class) in STATUS_CLASSES.iter().enumerate() {
-                let v = t.requests[(e * NO + o) * NS + s].load(Ordering::Relaxed);
-                if v > 0 {
-                    let _ = writeln!(
-                        out,
-                        "kura_http_requests_total{{endpoint=\"{endpoint}\",op=\"{op}\",\
-                         status=\"{class}\"}} {v}"
-                    );
-                }
-            }
-        }
-    }
-    header(
-        out,
-        "kura_http_request_duration_seconds",
-        "histogram",
-        "HTTP request latency (until the response head is ready) by endpoint kind and operation.",
-    );
-    for (e, endpoint) in ENDPOINTS.iter().enumerate() {
-        for (o, op) in OPS.iter().enumerate() {
-            let series = e * NO + o;
-            let count = t.count[series].load(Ordering::Relaxed);
-            if count == 0 {
-                continue;
-            }
-            let labels = format!("endpoint=\"{endpoint}\",op=\"{op}\"");
-            let mut cumulative = 0u64;
-            let counts = &t.buckets[series * NB..(series + 1) * NB];
-            for (b, n) in counts.iter().enumerate() {
-                cumulative += n.load(Ordering::Relaxed);
-                let le = LATENCY_BOUNDS
-                    .get(b)
-                    .map_or_else(|| "+Inf".to_string(), f64::to_string);
-                let _ = writeln!(
-                    out,
-                    "kura_http_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let sum = fmt_seconds(t.sum_us[series].load(Ordering::Relaxed));
-            let _ = writeln!(
-                out,
-                "kura_http_request_duration_seconds_sum{{{labels}}} {sum}"
-            );
-            // The count is the +Inf bucket so the two always agree within one scrape.
-            let _ = writeln!(
-                out,
-                "kura_http_request_duration_seconds_count{{{labels}}} {cumulative}"
-            );
-        }
-    }
-    header(
-        out,
-        "kura_http_requests_in_flight",
-        "gauge",
-        "HTTP requests being served now.",
-    );
-    let _ = writeln!(
-        out,
-        "kura_http_requests_in_flight {}",
-        t.in_flight.load(Ordering::Relaxed)
-    );
-}
-
-fn render_process(out: &mut String, state: &AppState) {
-    header(
-        out,
-        "kura_build_info",
-        "gauge",
-        "Build information; the value is always 1.",
-    );
-    let _ = writeln!(
-        out,
-        "kura_build_info{{version=\"{}\"}} 1",
-        env!("CARGO_PKG_VERSION")
-    );
-    header(
-        out,
-        "kura_uptime_seconds",
-        "gauge",
-        "Seconds since the server built its first App.",
-    );
-    let _ = writeln!(
-        out,
-        "kura_uptime_seconds {}",
-        started_at().elapsed().as_secs_f64()
-    );
-    header(
-        out,
-        "kura_startup_seconds",
-        "gauge",
-        "Time the store took to open at start-up: catalog, segments and log replay of every region.",
-    );
-    let startup = fmt_seconds(STARTUP_US.load(Ordering::Relaxed));
-    let _ = writeln!(out, "kura_startup_seconds {startup}");
-    header(
-        out,
-        "kura_scanners_open",
-        "gauge",
-        "Stateful REST scanners open now.",
-    );
-    let _ = writeln!(out, "kura_scanners_open {}", scanners_open(state));
-    header(
-        out,
-        "kura_admin_operations_total",
-        "counter",
-        "Admin operations requested through /admin/, by operation and result.",
-    );
-    let rows: [(&str, &[AtomicU64; 2]); 4] = [
-        ("flush", &ADMIN.flush),
-        ("compact_minor", &ADMIN.compact_minor),
-        ("compact_major", &ADMIN.compact_major),
-        ("split", &ADMIN.split),
-    ];
-    for (name, c) in rows {
-        for (i, result) in ["ok", "error"].iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "kura_admin_operations_total{{op=\"{name}\",result=\"{result}\"}} {}",
-                c[i].load(Ordering::Relaxed)
-            );
-        }
-    }
-}
-
 /// One region family: name, type, help, and how to read the value from a region.
 type RegionMetric = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&kura_backend::RegionInfo) -> f64,
+    fn(&RegionInfo) -> f64,
 );
 
 const REGION_METRICS: &[RegionMetric] = &[
@@ -693,89 +714,127 @@ const REGION_METRICS: &[RegionMetric] = &[
     ),
 ];
 
-/// Renders the store figures: per-table and per-region series.
-async fn render_store(out: &mut String, kura: &Store) {
-    // A backend that cannot list its tables now (Bigtable unreachable) leaves them out of this
-    // scrape; the process series above still answer.
-    let tables = kura.list_tables().await.unwrap_or_default();
-    let mut per_table = Vec::with_capacity(tables.len());
-    for t in &tables {
-        // A table dropped between listing and asking is simply absent from this scrape.
-        if let Ok(regions) = kura.regions(&t.name).await {
-            let initial = t.initial_regions.unwrap_or(kura.default_regions()).max(1);
-            per_table.push((t, initial, regions));
-        }
-    }
-    header(out, "kura_tables", "gauge", "Tables in the catalog.");
-    let _ = writeln!(out, "kura_tables {}", tables.len());
-    header(out, "kura_table_regions", "gauge", "Regions of the table.");
-    for (t, _, regions) in &per_table {
-        let _ = writeln!(
-            out,
-            "kura_table_regions{{table=\"{}\"}} {}",
-            escape_label(&t.name),
-            regions.len()
-        );
-    }
-    header(
-        out,
-        "kura_table_splits_total",
-        "counter",
-        "Region splits of the table since creation (regions now minus regions at creation; \
-         Kura never merges regions).",
-    );
-    for (t, initial, regions) in &per_table {
-        let splits = (regions.len() as u64).saturating_sub(u64::from(*initial));
-        let _ = writeln!(
-            out,
-            "kura_table_splits_total{{table=\"{}\"}} {splits}",
-            escape_label(&t.name)
-        );
-    }
-    header(
-        out,
-        "kura_table_buckets",
-        "gauge",
-        "Salt buckets of the table.",
-    );
-    for (t, _, _) in &per_table {
-        let _ = writeln!(
-            out,
-            "kura_table_buckets{{table=\"{}\"}} {}",
-            escape_label(&t.name),
-            t.salt.buckets
-        );
-    }
-    for (name, kind, help, value) in REGION_METRICS {
-        header(out, name, kind, help);
-        for (t, _, regions) in &per_table {
-            let table = escape_label(&t.name);
-            for r in regions {
-                let _ = writeln!(
-                    out,
-                    "{name}{{table=\"{table}\",region=\"{}\"}} {}",
-                    r.id,
-                    value(r)
-                );
+/// The store figures and open scanners of one scrape, gathered before encoding.
+#[derive(Debug)]
+struct StoreFigures {
+    scanners_open: usize,
+    tables: usize,
+    /// Every table that answered, with its regions at creation and now.
+    per_table: Vec<(TableDescriptor, u32, Vec<RegionInfo>)>,
+}
+
+impl StoreFigures {
+    async fn gather(state: &AppState, scanner_count: ScannerCount) -> StoreFigures {
+        let kura: &Store = &state.kura;
+        // A backend that cannot list its tables now (Bigtable unreachable) leaves them out of
+        // this scrape; the process series still answer.
+        let tables = kura.list_tables().await.unwrap_or_default();
+        let mut per_table = Vec::with_capacity(tables.len());
+        let count = tables.len();
+        for t in tables {
+            // A table dropped between listing and asking is simply absent from this scrape.
+            if let Ok(regions) = kura.regions(&t.name).await {
+                let initial = t.initial_regions.unwrap_or(kura.default_regions()).max(1);
+                per_table.push((t, initial, regions));
             }
+        }
+        StoreFigures {
+            scanners_open: scanner_count(state),
+            tables: count,
+            per_table,
         }
     }
 }
 
-/// Renders the whole page.
-pub async fn render(state: &AppState) -> String {
-    let mut out = String::with_capacity(16 << 10);
-    render_process(&mut out, state);
-    render_http(&mut out);
-    render_store(&mut out, &state.kura).await;
-    out
+impl Collector for StoreFigures {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        encoder
+            .encode_descriptor(
+                "kura_scanners_open",
+                "Stateful REST scanners open now.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&self.scanners_open)?;
+        encoder
+            .encode_descriptor(
+                "kura_tables",
+                "Tables in the catalog.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&self.tables)?;
+        let mut regions = encoder.encode_descriptor(
+            "kura_table_regions",
+            "Regions of the table.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (t, _, r) in &self.per_table {
+            regions
+                .encode_family(&[("table", t.name.as_str())])?
+                .encode_gauge(&r.len())?;
+        }
+        let mut splits = encoder.encode_descriptor(
+            "kura_table_splits",
+            "Region splits of the table since creation (regions now minus regions at creation; \
+             Kura never merges regions).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (t, initial, r) in &self.per_table {
+            let n = (r.len() as u64).saturating_sub(u64::from(*initial));
+            splits
+                .encode_family(&[("table", t.name.as_str())])?
+                .encode_counter::<NoLabelSet, u64, u64>(&n, None)?;
+        }
+        let mut buckets = encoder.encode_descriptor(
+            "kura_table_buckets",
+            "Salt buckets of the table.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (t, _, _) in &self.per_table {
+            buckets
+                .encode_family(&[("table", t.name.as_str())])?
+                .encode_gauge(&t.salt.buckets)?;
+        }
+        for (name, kind, help, value) in REGION_METRICS {
+            let counter = *kind == "counter";
+            // The encoder appends `_total` to a counter's name.
+            let base = if counter {
+                name.strip_suffix("_total").unwrap_or(name)
+            } else {
+                name
+            };
+            let kind = if counter {
+                MetricType::Counter
+            } else {
+                MetricType::Gauge
+            };
+            let mut family = encoder.encode_descriptor(base, help, None, kind)?;
+            for (t, _, regions) in &self.per_table {
+                for r in regions {
+                    let id = r.id.to_string();
+                    let labels = [("table", t.name.as_str()), ("region", id.as_str())];
+                    let mut series = family.encode_family(&labels)?;
+                    if counter {
+                        series.encode_counter::<NoLabelSet, f64, u64>(&value(r), None)?;
+                    } else {
+                        series.encode_gauge(&value(r))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `GET /metrics`.
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let body = render(&state).await;
+    let body = state.ops.metrics.render(&state).await;
     HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .content_type(prometheus_text::CONTENT_TYPE)
         .body(body)
 }
 
@@ -841,18 +900,38 @@ mod tests {
     }
 
     #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    fn latency_lands_in_the_first_bucket_that_holds_it() {
+        let tables = HttpTables::new();
+        let series = ep("other").0 * NO + op("other").0;
+        tables.record(ep("other"), op("other"), 200, 1_000);
+        let counts: Vec<u64> = tables.buckets[series * NB..(series + 1) * NB]
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 1);
+        assert_eq!(counts[3], 1, "1 ms is at most the 4th bound (0.001 s)");
     }
 
     #[test]
-    fn latency_lands_in_the_first_bucket_that_holds_it() {
-        let series = ep("other").0 * NO + op("other").0;
-        let before = http().buckets[series * NB + 3].load(Ordering::Relaxed);
-        record(ep("other"), op("other"), 200, 1_000);
-        assert_eq!(
-            http().buckets[series * NB + 3].load(Ordering::Relaxed),
-            before + 1
-        );
+    fn the_page_declares_counters_with_their_total_suffix() {
+        let metrics = ServerMetrics::new(|_| 0);
+        metrics.record(ep("healthz"), op("get"), 200, 50);
+        metrics.count_admin(AdminOp::Split, false);
+        let mut page = String::new();
+        prometheus_text::encode(&mut page, &metrics.registry).expect("encode");
+        for line in [
+            "# TYPE kura_http_requests_total counter",
+            "kura_http_requests_total{endpoint=\"healthz\",op=\"get\",status=\"2xx\"} 1",
+            "kura_http_request_duration_seconds_bucket{endpoint=\"healthz\",op=\"get\",le=\"+Inf\"} 1",
+            "kura_http_request_duration_seconds_count{endpoint=\"healthz\",op=\"get\"} 1",
+            "# TYPE kura_admin_operations_total counter",
+            "kura_admin_operations_total{op=\"split\",result=\"error\"} 1",
+            "kura_admin_operations_total{op=\"flush\",result=\"ok\"} 0",
+            "# HELP kura_http_requests_in_flight HTTP requests being served now.",
+        ] {
+            assert!(page.lines().any(|l| l == line), "{line:?} in\n{page}");
+        }
+        // Series that counted nothing stay off the page.
+        assert!(!page.contains("endpoint=\"row\""), "{page}");
     }
 }

@@ -34,6 +34,8 @@
 //!    first segments `healthz`, `metrics`, `admin` and `ui` never reach it.
 //! 2. Nothing here holds table data; the only state is counters and the heatmap ring buffer,
 //!    both bounded in size whatever the traffic.
+//! 3. That state belongs to one server ([`ServerOps`] and the heatmap, in its
+//!    [`AppState`](crate::state::AppState)); nothing here lives in a process global.
 
 pub mod admin;
 pub mod backup;
@@ -42,21 +44,45 @@ pub mod heatmap;
 pub mod metrics;
 
 use actix_web::{web, HttpResponse};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-/// Set once the server has begun to shut down: `/healthz` then answers 503, so that a load
-/// balancer stops sending requests the closing regions would refuse.
-static SHUTTING_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// What one server's operations endpoints keep: its shutting-down flag and its metrics.
+#[derive(Debug)]
+pub struct ServerOps {
+    /// Set once the server has begun to shut down: `/healthz` then answers 503, so that a load
+    /// balancer stops sending requests the closing regions would refuse.
+    shutting_down: AtomicBool,
+    /// What `/metrics` reports for this server; the server's [`metrics::MetricsMiddleware`]
+    /// records into the same one.
+    pub metrics: Arc<metrics::ServerMetrics>,
+}
 
-/// Marks the server as shutting down (see [`healthz`]).
-pub fn begin_shutdown() {
-    SHUTTING_DOWN.store(true, std::sync::atomic::Ordering::Relaxed);
+impl ServerOps {
+    /// A serving server's state, with `scanner_count` asked for `kura_scanners_open`.
+    pub fn new(scanner_count: metrics::ScannerCount) -> ServerOps {
+        ServerOps {
+            shutting_down: AtomicBool::new(false),
+            metrics: Arc::new(metrics::ServerMetrics::new(scanner_count)),
+        }
+    }
+
+    /// Marks the server as shutting down (see [`healthz`]).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`ServerOps::begin_shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed)
+    }
 }
 
 /// `GET /healthz`: as cheap as a handler can be. 200 `ok` once the server serves (requests
 /// that arrive before, this one included, wait until every region has opened), 503
 /// `shutting down` from the start of a shutdown.
-pub async fn healthz() -> HttpResponse {
-    if SHUTTING_DOWN.load(std::sync::atomic::Ordering::Relaxed) {
+pub async fn healthz(state: web::Data<crate::state::AppState>) -> HttpResponse {
+    if state.ops.is_shutting_down() {
         return HttpResponse::ServiceUnavailable()
             .content_type("text/plain; charset=utf-8")
             .body("shutting down");

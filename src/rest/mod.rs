@@ -45,7 +45,6 @@ use kura_backend::TableDescriptor;
 /// request no fixed prefix of another module matched (and costs no pattern match of its own).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     meta::mark_started();
-    crate::ops::metrics::register_scanner_count(scanners::open_count);
     cfg.default_service(web::to(dispatch));
 }
 

@@ -404,9 +404,9 @@ fn registry(state: &AppState) -> Arc<Registry> {
     state.scanners.clone()
 }
 
-/// Scanners open on this store, for `kura_scanners_open` in `/metrics` (registered with
-/// `ops::metrics::register_scanner_count` by [`super::configure`]). Idle ones are swept first,
-/// as any scanner request would.
+/// Scanners open on this server, for `kura_scanners_open` in `/metrics` (the counting function
+/// [`AppState::new`] gives the server's `ops::ServerOps`). Idle ones are swept first, as any
+/// scanner request would.
 pub fn open_count(state: &AppState) -> usize {
     let reg = registry(state);
     reg.sweep(Duration::from_secs(state.limits.scanner_idle_secs));

@@ -23,17 +23,24 @@ pub fn state(kura: &Kura) -> actix_web::web::Data<AppState> {
     actix_web::web::Data::new(AppState::new(kura.clone().into(), Limits::default()))
 }
 
-/// Builds the server's App (with the metrics middleware) over `kura` as an in-process service.
+/// Builds the server's App (with the metrics middleware) over `kura` as an in-process service;
+/// `ops_app!(state, state)` builds it over a given state (to act on the server's `ops` too).
 macro_rules! ops_app {
     ($kura:expr) => {
+        ops_app!(ops_support::state(&$kura), state)
+    };
+    ($state:expr, state) => {{
+        let state: actix_web::web::Data<kura::state::AppState> = $state;
         actix_web::test::init_service(
             actix_web::App::new()
-                .wrap(kura::ops::metrics::MetricsMiddleware)
-                .app_data(ops_support::state(&$kura))
+                .wrap(kura::ops::metrics::MetricsMiddleware::new(
+                    std::sync::Arc::clone(&state.ops.metrics),
+                ))
+                .app_data(state)
                 .configure(kura::configure),
         )
         .await
-    };
+    }};
 }
 
 /// Creates `name` with family `cf`, `buckets` salt buckets and `regions` initial regions.
