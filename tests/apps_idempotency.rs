@@ -254,7 +254,7 @@ async fn a_retry_after_a_crash_between_rows_completes_the_create_once() {
     let mut row = kura::apps::keys::hash4_u64(5).to_vec();
     row.extend_from_slice(&5u64.to_be_bytes());
     row.push(0x03);
-    let record = json!({"status": 201, "body": article, "done": false});
+    let record = json!({"status": 201, "body": article.to_string(), "done": false});
     s.kura
         .mutate(
             "blog",

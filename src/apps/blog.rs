@@ -395,11 +395,10 @@ async fn delete(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpR
                 if r.done {
                     return Ok(r.response());
                 }
-                let d: Deleted =
-                    serde_json::from_value(r.body.get("deleted").cloned().unwrap_or_default())
-                        .map_err(|e| {
-                            AppError::Internal(format!("an idempotency record is damaged: {e}"))
-                        })?;
+                let d: Deleted = serde_json::from_value(r.field("deleted").unwrap_or_default())
+                    .map_err(|e| {
+                        AppError::Internal(format!("an idempotency record is damaged: {e}"))
+                    })?;
                 break (d.article, d.deleted_at, Some(r));
             }
             let Some((old_value, old)) = found else {
@@ -417,7 +416,8 @@ async fn delete(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpR
                     status: StatusCode::NO_CONTENT.as_u16(),
                     body: serde_json::json!({
                         "deleted": {"article": &old, "deleted_at": ts}
-                    }),
+                    })
+                    .to_string(),
                     done: false,
                 };
                 mutations.push(r.put(k, ts.saturating_add(1))?);

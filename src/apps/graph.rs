@@ -754,13 +754,12 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
                 if !r.done {
                     // The node's delete was applied; finish its cascade (the record's body
                     // says whether it had one).
-                    if r.body.get("cascade").and_then(serde_json::Value::as_bool) == Some(true) {
+                    if r.field("cascade").and_then(|v| v.as_bool()) == Some(true) {
                         delete_all_relationships(&kura, &clock, &id).await?;
                     }
                     let at = r
-                        .body
-                        .get("deleted_at")
-                        .and_then(serde_json::Value::as_i64)
+                        .field("deleted_at")
+                        .and_then(|v| v.as_i64())
                         .unwrap_or_else(|| clock.tick())
                         .saturating_add(3);
                     idempotency::finish(&kura, TABLE, key.clone(), k, r.clone(), at).await?;
@@ -784,7 +783,7 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
             if let Some(k) = idem.as_deref() {
                 let r = Record {
                     status: StatusCode::NO_CONTENT.as_u16(),
-                    body: serde_json::json!({ "cascade": cascade, "deleted_at": ts }),
+                    body: serde_json::json!({ "cascade": cascade, "deleted_at": ts }).to_string(),
                     done: !cascade,
                 };
                 mutations.push(r.put(k, ts.saturating_add(2))?);
@@ -1073,7 +1072,7 @@ async fn delete_relationship_keyed(
         let (old, record) = load_live_keyed(kura, &key, idem).await?;
         if let (Some(k), Some(r)) = (idem, record) {
             if !r.done {
-                let field = |name: &str| r.body.get(name).and_then(serde_json::Value::as_i64);
+                let field = |name: &str| r.field(name).and_then(|v| v.as_i64());
                 let (Some(created), Some(ts)) = (field("created"), field("deleted_at")) else {
                     return Err(AppError::Internal(
                         "an idempotency record is damaged".into(),
@@ -1095,7 +1094,7 @@ async fn delete_relationship_keyed(
         if let Some(k) = idem {
             let r = Record {
                 status: StatusCode::NO_CONTENT.as_u16(),
-                body: serde_json::json!({"created": old.created, "deleted_at": ts}),
+                body: serde_json::json!({"created": old.created, "deleted_at": ts}).to_string(),
                 done: false,
             };
             mutations.push(r.put(k, ts.saturating_add(2))?);

@@ -75,7 +75,8 @@ pub fn key(req: &HttpRequest) -> AppResult<Option<Vec<u8>>> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub status: u16,
-    pub body: Value,
+    /// The answer's JSON text, byte for byte (`""` for none).
+    pub body: String,
     /// Every row the request writes has been written.
     pub done: bool,
 }
@@ -85,7 +86,7 @@ impl Record {
     pub fn new(status: StatusCode, body: &impl Serialize) -> AppResult<Record> {
         Ok(Record {
             status: status.as_u16(),
-            body: serde_json::to_value(body)
+            body: serde_json::to_string(body)
                 .map_err(|e| AppError::Internal(format!("cannot encode an answer: {e}")))?,
             done: false,
         })
@@ -93,18 +94,27 @@ impl Record {
 
     /// The stored body as `T` (a record of this server's own writing).
     pub fn body_as<T: serde::de::DeserializeOwned>(&self) -> AppResult<T> {
-        serde_json::from_value(self.body.clone())
+        serde_json::from_str(&self.body)
             .map_err(|e| AppError::Internal(format!("an idempotency record is damaged: {e}")))
+    }
+
+    /// One field of the stored body (a JSON object).
+    pub fn field(&self, name: &str) -> Option<Value> {
+        serde_json::from_str::<Value>(&self.body)
+            .ok()
+            .and_then(|mut v| v.get_mut(name).map(Value::take))
     }
 
     /// The answer this record holds (a 204 has no body; its record's body is what finishing
     /// the request needs).
     pub fn response(&self) -> HttpResponse {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK);
-        if self.body.is_null() || status == StatusCode::NO_CONTENT {
+        if self.body.is_empty() || status == StatusCode::NO_CONTENT {
             HttpResponse::build(status).finish()
         } else {
-            HttpResponse::build(status).json(&self.body)
+            HttpResponse::build(status)
+                .content_type("application/json")
+                .body(self.body.clone())
         }
     }
 
