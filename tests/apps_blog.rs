@@ -368,3 +368,51 @@ async fn concurrent_updates_and_deletes_leave_both_lists_equal_to_the_article() 
         }
     }
 }
+
+/// A list row left behind by a delete cut off between the article row and its list rows (the
+/// article row's delete applied, the list rows' not): readers do not show it.
+#[actix_web::test]
+async fn a_list_row_whose_article_is_gone_is_not_listed() {
+    let s = store().await;
+    let app = app!(s.kura);
+    let mut ids = Vec::new();
+    for title in ["a", "b", "c"] {
+        let (status, a) = call!(
+            &app,
+            post(
+                "/apps/blog/users/3/articles",
+                json!({"title": title, "content": "c", "category_id": 4})
+            )
+        );
+        assert_eq!(status, 201, "{a}");
+        ids.push(a["article_id"].as_u64().expect("id"));
+    }
+    // Delete only the article row of "b", as the crash would leave it (its list rows stay).
+    let mut row = kura::apps::keys::hash4_u64(3).to_vec();
+    row.extend_from_slice(&3u64.to_be_bytes());
+    row.push(0x02);
+    row.extend_from_slice(&ids[1].to_be_bytes());
+    s.kura
+        .mutate(
+            "blog",
+            kura_backend::RowMutation {
+                row,
+                mutations: vec![kura_backend::Mutation::DeleteRow { timestamp: None }],
+            },
+        )
+        .await
+        .expect("delete the article row only");
+    for uri in [
+        "/apps/blog/users/3/articles",
+        "/apps/blog/users/3/articles?category_id=4",
+    ] {
+        let (_, list) = call!(&app, get(uri));
+        let titles: Vec<_> = list["articles"]
+            .as_array()
+            .expect("articles")
+            .iter()
+            .map(|a| a["title"].clone())
+            .collect();
+        assert_eq!(titles, vec![json!("c"), json!("a")], "{uri}");
+    }
+}

@@ -545,3 +545,63 @@ async fn create_patch_delete_storms_never_leave_an_index_row_without_its_relatio
         assert_eq!(rels(&inc), want, "round {round}: incoming list");
     }
 }
+
+/// Index entries a crash can leave behind are not listed: those whose relationship row is gone
+/// (the relationship's delete applied, its index deletes not), in both directions.
+#[actix_web::test]
+async fn index_entries_whose_relationship_is_gone_are_not_listed() {
+    let s = store().await;
+    let app = app!(s.kura);
+    for id in ["a", "b", "c", "d"] {
+        let (status, body) = call!(&app, post("/apps/graph/nodes", json!({"id": id})));
+        assert_eq!(status, 201, "{body}");
+    }
+    for end in ["b", "c", "d"] {
+        let (status, body) = call!(
+            &app,
+            post(
+                "/apps/graph/relationships",
+                json!({"start": "a", "type": "t", "end": end})
+            )
+        );
+        assert_eq!(status, 201, "{body}");
+    }
+    // The relationship row of a -t-> b alone is deleted, as a cut-off delete leaves it.
+    let str_key = |k: &mut Vec<u8>, s: &str| {
+        k.extend_from_slice(&(s.len() as u32).to_be_bytes());
+        k.extend_from_slice(s.as_bytes());
+    };
+    let mut rel = kura::apps::keys::hash4(b"a").to_vec();
+    rel.push(0x01);
+    for part in ["a", "t", "b"] {
+        str_key(&mut rel, part);
+    }
+    for row in [rel] {
+        s.kura
+            .mutate(
+                "graph",
+                kura_backend::RowMutation {
+                    row,
+                    mutations: vec![kura_backend::Mutation::DeleteRow { timestamp: None }],
+                },
+            )
+            .await
+            .expect("delete one row");
+    }
+    let (_, out) = call!(
+        &app,
+        get("/apps/graph/nodes/a/relationships?type=t&direction=outgoing")
+    );
+    let ends: Vec<_> = out["relationships"]
+        .as_array()
+        .expect("relationships")
+        .iter()
+        .map(|r| r["end"].clone())
+        .collect();
+    assert_eq!(ends, vec![json!("d"), json!("c")], "{out}");
+    let (_, inc) = call!(
+        &app,
+        get("/apps/graph/nodes/b/relationships?type=t&direction=incoming")
+    );
+    assert_eq!(inc["relationships"], json!([]), "{inc}");
+}

@@ -1206,6 +1206,32 @@ async fn adjacency(state: web::Data<AppState>, req: HttpRequest) -> AppResult<Ht
             updated_at: cell.timestamp,
         });
     }
+    // An index entry is shown only while its relationship (this incarnation of it) is live: a
+    // crash between a relationship's row and its index rows leaves entries readers must not
+    // show. One multi-get of the page's relationship rows: for an outgoing list they live in
+    // the node's own bucket (the list still reads one region); for an incoming one, in the
+    // start nodes' buckets.
+    let keys = out
+        .iter()
+        .map(|r| rel_key(&r.start, &r.rel_type, &r.end))
+        .collect();
+    let rows = kura.multi_get(TABLE, keys, &ReadSpec::default()).await?;
+    let mut live = Vec::with_capacity(rows.len());
+    for row in &rows {
+        live.push(match row {
+            Some(row) => match parse_state(row)? {
+                State::Live(s) => Some(s.created),
+                State::Absent | State::Deleted { .. } => None,
+            },
+            None => None,
+        });
+    }
+    let out: Vec<Relationship> = out
+        .into_iter()
+        .zip(live)
+        .filter(|(r, created)| *created == Some(r.created_at))
+        .map(|(r, _)| r)
+        .collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "relationships": out, "next": next })))
 }
 
