@@ -53,10 +53,15 @@ pub enum BackendArg {
     name = "kura",
     version,
     about,
-    after_help = "Other commands:\n  kura copy    stream a table between HBase REST endpoints, embedded data dirs and \
-                  Bigtable, resumably, verified with HBase's HashTable hashes (kura copy --help)\n  \
-                  kura verify  write HBase HashTable's hashes of a table, or compare a table with \
-                  them (kura verify --help)"
+    after_help = "Other commands (each with --help):\n  \
+                  kura copy     stream a table between HBase REST endpoints, embedded data dirs \
+                  and Bigtable, resumably, verified with HBase's HashTable hashes\n  \
+                  kura verify   write HBase HashTable's hashes of a table, or compare a table \
+                  with them\n  \
+                  kura export   write a table as HBase Export files (SequenceFiles of Results)\n  \
+                  kura import   load HBase Export files into a table, resumably\n  \
+                  kura backup   copy a running server's data (an online backup)\n  \
+                  kura restore  turn a backup into a data directory, or --verify one"
 )]
 pub struct Config {
     /// Address to listen on. Non-loopback addresses need --allow-remote.
@@ -407,6 +412,15 @@ mod tests {
     fn parse(args: &[&str]) -> Config {
         Config::try_parse_from(std::iter::once("kura").chain(args.iter().copied()))
             .expect("valid arguments")
+    }
+
+    #[test]
+    fn help_names_every_client_subcommand_main_dispatches() {
+        use clap::CommandFactory;
+        let help = Config::command().render_long_help().to_string();
+        for sub in ["copy", "verify", "export", "import", "backup", "restore"] {
+            assert!(help.contains(&format!("kura {sub} ")), "{sub} missing from:\n{help}");
+        }
     }
 
     #[test]

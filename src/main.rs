@@ -38,29 +38,21 @@ fn no_transparent_huge_pages() {
 }
 
 fn main() -> std::process::ExitCode {
-    // `kura copy ...` is a subcommand of its own (src/copy/); anything else serves.
-    if std::env::args_os().nth(1).is_some_and(|a| a == "copy") {
-        return kura::copy::main(std::env::args_os().skip(1));
-    }
-    // `kura verify ...`: HashTable's hashes of a table, or a comparison with them (src/verify/).
-    if std::env::args_os().nth(1).is_some_and(|a| a == "verify") {
-        return kura::verify::main(std::env::args_os().skip(1));
-    }
-    // `kura backup ...` and `kura restore ...` (src/backup/).
-    if std::env::args_os().nth(1).is_some_and(|a| a == "backup") {
-        return kura::backup::backup_main(std::env::args_os().skip(1));
-    }
-    if std::env::args_os().nth(1).is_some_and(|a| a == "restore") {
-        return kura::backup::restore_main(std::env::args_os().skip(1));
-    }
-    // `kura export ...` and `kura import ...`: HBase Export files (src/transfer/).
-    match std::env::args_os()
-        .nth(1)
-        .as_deref()
-        .and_then(|a| a.to_str())
-    {
-        Some("export") => return kura::transfer::export::main(std::env::args_os().skip(1)),
-        Some("import") => return kura::transfer::import::main(std::env::args_os().skip(1)),
+    // The client subcommands, each a command line of its own that starts with its name;
+    // anything else serves.
+    let subcommand = std::env::args_os().nth(1);
+    let rest = || std::env::args_os().skip(1);
+    match subcommand.as_deref().and_then(|a| a.to_str()) {
+        // src/copy/: stream a table between two sides.
+        Some("copy") => return kura::copy::main(rest()),
+        // src/verify/: HashTable's hashes of a table, or a comparison with them.
+        Some("verify") => return kura::verify::main(rest()),
+        // src/backup/: online backup, and restore into a data directory.
+        Some("backup") => return kura::backup::backup_main(rest()),
+        Some("restore") => return kura::backup::restore_main(rest()),
+        // src/transfer/: HBase Export files out and in.
+        Some("export") => return kura::transfer::export::main(rest()),
+        Some("import") => return kura::transfer::import::main(rest()),
         _ => {}
     }
     tracing_subscriber::fmt()
