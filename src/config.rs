@@ -419,7 +419,10 @@ mod tests {
         use clap::CommandFactory;
         let help = Config::command().render_long_help().to_string();
         for sub in ["copy", "verify", "export", "import", "backup", "restore"] {
-            assert!(help.contains(&format!("kura {sub} ")), "{sub} missing from:\n{help}");
+            assert!(
+                help.contains(&format!("kura {sub} ")),
+                "{sub} missing from:\n{help}"
+            );
         }
     }
 
