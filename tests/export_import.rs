@@ -393,11 +393,24 @@ fn an_export_killed_or_stopped_midway_resumes_to_the_same_files_byte_for_byte() 
     let args = export_args(&url, killed.to_str().expect("utf-8"));
     let part2 = killed.join("part-m-00002");
     assert!(kill_when(&args, || part2.exists()), "killed while running");
+    let resume_of_killed =
+        std::fs::read_to_string(killed.join(".kura-export.resume")).expect("a resume file");
     ok(kura(&args));
     assert!(
         files_of(&killed) == expected,
         "the killed-and-resumed export differs"
     );
+
+    // Killed after _SUCCESS, before the resume file was removed: run again, it is finished.
+    let args = export_args(&url, killed.to_str().expect("utf-8"));
+    std::fs::write(
+        killed.join(".kura-export.resume"),
+        resume_of_killed.as_bytes(),
+    )
+    .expect("write");
+    let o = ok(kura(&args));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("already holds this export"));
+    assert!(files_of(&killed) == expected);
 
     // A damaged completed part is detected on resume and written again.
     let damaged = work.path().join("damaged");

@@ -301,13 +301,28 @@ async fn run(args: ExportArgs) -> Result<(), String> {
     };
     let out = args.out.as_path();
     std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let resume_path = out.join(RESUME_FILE);
     if out.join("_SUCCESS").exists() {
+        // Killed after `_SUCCESS` but before the resume file was removed: this very export is
+        // finished.
+        let same = std::fs::read(&resume_path)
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Resume>(&t).ok())
+            .is_some_and(|r| {
+                r.url == args.url && r.table == args.table && r.selection == selection
+            });
+        if same {
+            std::fs::remove_file(&resume_path)
+                .map_err(|e| format!("removing {}: {e}", resume_path.display()))?;
+            files::sync_dir(out)?;
+            println!("{} already holds this export, finished", out.display());
+            return Ok(());
+        }
         return Err(format!(
             "{} already holds a finished export (_SUCCESS): choose another --out, or empty it",
             out.display()
         ));
     }
-    let resume_path = out.join(RESUME_FILE);
     let mut state = open_resume(&args, &resume_path, selection)?;
 
     let (start, stop) = row_range(&args);
