@@ -12,7 +12,7 @@
 mod server_harness;
 
 use base64::Engine;
-use server_harness::{b64, Http, Server};
+use server_harness::{b64, output_text as text, run_kura, Http, Server};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -26,21 +26,7 @@ fn kura(args: &[&str]) -> Output {
 }
 
 fn kura_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura"));
-    cmd.args(args).env_remove("KURA_TOKEN");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run kura")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    run_kura(args, env)
 }
 
 fn url(s: &Server) -> String {

@@ -12,29 +12,16 @@
 mod server_harness;
 
 use kura_backend::{FamilyDescriptor, Mutation, ReadSpec, RowMutation, TableDescriptor};
-use server_harness::{b64, Server};
+use server_harness::{b64, output_text as text, run_kura, Server};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn kura_copy(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura"));
-    cmd.arg("copy")
-        .args(args)
-        .env_remove("BIGTABLE_EMULATOR_HOST");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run kura copy")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    let args: Vec<&str> = std::iter::once("copy")
+        .chain(args.iter().copied())
+        .collect();
+    run_kura(&args, env)
 }
 
 fn embedded(dir: &Path) -> String {

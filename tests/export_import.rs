@@ -18,27 +18,14 @@ use base64::Engine;
 use kura_formats::result::{encode_result, CellKind, ExportCell};
 use kura_formats::seqfile::{Compression, Writer};
 use kura_formats::writable::{ibw, IMMUTABLE_BYTES_WRITABLE, NULL_WRITABLE, RESULT};
-use server_harness::{b64, Http, Server};
+use server_harness::{b64, output_text as text, run_kura, Http, Server};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn kura(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kura"))
-        .args(args)
-        .env_remove("KURA_TOKEN")
-        .output()
-        .expect("run kura")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    run_kura(args, &[])
 }
 
 fn ok(o: Output) -> Output {

@@ -17,30 +17,19 @@ mod server_harness;
 use kura_formats::hashtable::{HashDir, Manifest};
 use kura_formats::hfile::HFile;
 use kura_formats::seqfile::Reader;
-use server_harness::{b64, create_table, Http, Server};
+use server_harness::{b64, create_table, output_text as text, run_kura, Http, Server};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hbase-2x")
 }
 
 fn kura_verify(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura"));
-    cmd.arg("verify").args(args).env_remove("KURA_TOKEN");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run kura verify")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    let args: Vec<&str> = std::iter::once("verify")
+        .chain(args.iter().copied())
+        .collect();
+    run_kura(&args, env)
 }
 
 /// One cell to put: row, column (`family:qualifier`), timestamp, value.

@@ -319,3 +319,26 @@ pub fn create_table(http: &mut Http, name: &str, families: &[&str]) {
         .expect("create table");
     assert_eq!(r.status, 201, "creating table {name}: {}", r.text());
 }
+
+/// Runs `kura ARGS` (a client subcommand) to its end with `env` set on top of a clean slate:
+/// `KURA_TOKEN` and `BIGTABLE_EMULATOR_HOST` from the test's own environment are removed.
+pub fn run_kura(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kura"));
+    cmd.args(args)
+        .env_remove("KURA_TOKEN")
+        .env_remove("BIGTABLE_EMULATOR_HOST");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run kura")
+}
+
+/// A finished command's exit status and output, for assertion messages.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
