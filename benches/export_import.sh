@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `kura export` and `kura import` speed as a ratio to a plain full scan of the same table, all
-# three measured in the same run against the same server.
+# `kura export`, `kura import` and `kura copy` speed as a ratio to a plain full scan of the same
+# table, all four measured in the same run against the same server.
 #
 #   benches/export_import.sh [ROWS]      (default: 200000 rows of 1000-byte values)
 #
@@ -8,7 +8,8 @@
 # /tmp/kura-export-bench), loads ROWS rows with kura-load (PerformanceEvaluation's TestTable, one
 # cell per row), then twice each, alternating: the plain scan (a REST scanner read to its end
 # with curl, the same 5000 cells per answer as export reads, the answers thrown away), `kura
-# export` of the table, and `kura import` of that export into a new table (dropped afterwards).
+# export` of the table, `kura import` of that export into a new table (dropped afterwards), and
+# `kura copy` of the table from the server into an embedded data directory (removed afterwards).
 # Prints one markdown table row with the best time of each, rows/s and MB/s (MB = the export's
 # part files), and each rate as a ratio to the scan's.
 set -euo pipefail
@@ -50,7 +51,7 @@ scan() {
     echo "$bytes"
 }
 
-scan_best=999999; ex_best=999999; im_best=999999
+scan_best=999999; ex_best=999999; im_best=999999; cp_best=999999
 for round in 1 2; do
     sync
     t0=$(now); scan >/dev/null; t1=$(now)
@@ -64,15 +65,23 @@ for round in 1 2; do
     t1=$(now)
     im_best=$(best "$(secs "$t0" "$t1")" "$im_best")
     curl -sf -X DELETE "$URL/Imported$round/schema" >/dev/null
+    t0=$(now)
+    "$K" copy --from "$URL" --to "embedded:$WORK/copy" --table TestTable \
+        --checkpoint "$WORK/copy.cp" >/dev/null 2>&1
+    sync; t1=$(now)
+    cp_best=$(best "$(secs "$t0" "$t1")" "$cp_best")
+    rm -rf "$WORK/copy"
 done
 bytes=$(cat "$WORK"/export/part-m-* | wc -c)
 mb=$(echo "scale=1; $bytes / 1000000" | bc)
 rate() { echo "$ROWS / $1" | bc -l; }
-echo "| rows x ${VALUE} B | export MB | scan | export | import | export / scan | import / scan |"
-echo "|---|---|---|---|---|---|---|"
-printf '| %s | %s MB | %.2f s (%.0f rows/s, %.0f MB/s) | %.2f s (%.0f rows/s, %.0f MB/s) | %.2f s (%.0f rows/s, %.0f MB/s) | %.2f | %.2f |\n' \
+echo "| rows x ${VALUE} B | export MB | scan | export | import | copy | export / scan | import / scan | copy / scan |"
+echo "|---|---|---|---|---|---|---|---|---|"
+printf '| %s | %s MB | %.2f s (%.0f rows/s, %.0f MB/s) | %.2f s (%.0f rows/s, %.0f MB/s) | %.2f s (%.0f rows/s, %.0f MB/s) | %.2f s (%.0f rows/s) | %.2f | %.2f | %.2f |\n' \
     "$ROWS" "$mb" \
     "$scan_best" "$(rate "$scan_best")" "$(echo "$mb / $scan_best" | bc -l)" \
     "$ex_best" "$(rate "$ex_best")" "$(echo "$mb / $ex_best" | bc -l)" \
     "$im_best" "$(rate "$im_best")" "$(echo "$mb / $im_best" | bc -l)" \
-    "$(echo "$scan_best / $ex_best" | bc -l)" "$(echo "$scan_best / $im_best" | bc -l)"
+    "$cp_best" "$(rate "$cp_best")" \
+    "$(echo "$scan_best / $ex_best" | bc -l)" "$(echo "$scan_best / $im_best" | bc -l)" \
+    "$(echo "$scan_best / $cp_best" | bc -l)"
