@@ -473,6 +473,9 @@ impl RestScan<'_> {
                 // the row that was still arriving.
                 self.reopened += 1;
                 self.close_scanner().await;
+                // Back off (0.1, 0.2, 0.4, 0.8, 1.6 s): a server that answered 503 or timed out
+                // under load gets time to catch up before the next scanner asks it again.
+                tokio::time::sleep(std::time::Duration::from_millis(50 << self.reopened)).await;
                 // Every row before `pending` is whole (in `ready` or handed out); no
                 // `pending` means this scanner answered no row yet.
                 if let Some(p) = self.pending.take() {
