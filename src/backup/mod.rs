@@ -123,16 +123,6 @@ struct Partial {
     id: String,
 }
 
-fn init_logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
-}
-
 /// A byte progress bar on a terminal (hidden otherwise).
 fn bytes_bar(what: &'static str, total: u64) -> indicatif::ProgressBar {
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -191,7 +181,7 @@ fn part_path(path: &Path) -> PathBuf {
 /// Runs `kura backup`; `args` starts with the subcommand's name.
 pub fn backup_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = BackupArgs::parse_from(args);
-    init_logs();
+    crate::copy::init_client_logging();
     let system = actix_rt::System::new();
     match system.block_on(backup(args)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -463,7 +453,7 @@ async fn fetch_file(
 /// Runs `kura restore`; `args` starts with the subcommand's name.
 pub fn restore_main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = RestoreArgs::parse_from(args);
-    init_logs();
+    crate::copy::init_client_logging();
     if args.data_dir.is_none() && !args.verify {
         eprintln!("error: give --data-dir D (restore into D) and/or --verify (check the files)");
         return ExitCode::from(2);

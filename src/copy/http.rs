@@ -267,11 +267,7 @@ impl HttpClient {
                 Bytes::from(body),
             )
             .await?;
-        if r.status.is_success() {
-            Ok(())
-        } else {
-            Err(unexpected(&format!("creating table {}", desc.name), &r))
-        }
+        succeeded(&r, || format!("creating table {}", desc.name))
     }
 
     /// `PUT /{t}/fakerow` with a CellSet of `rows`, every cell with its timestamp.
@@ -285,11 +281,7 @@ impl HttpClient {
                 Bytes::from(body),
             )
             .await?;
-        if r.status.is_success() {
-            Ok(())
-        } else {
-            Err(unexpected(&format!("writing rows to {table}"), &r))
-        }
+        succeeded(&r, || format!("writing rows to {table}"))
     }
 
     /// Creates a scanner over every version from `start` (inclusive); returns its path.
@@ -395,11 +387,7 @@ impl HttpClient {
             b64_url(&column)
         );
         let r = self.send(Method::DELETE, &path, None, Bytes::new()).await?;
-        if r.status.is_success() {
-            Ok(())
-        } else {
-            Err(unexpected(&format!("deleting in {table}"), &r))
-        }
+        succeeded(&r, || format!("deleting in {table}"))
     }
 
     /// Deletes exactly the version of `family:qualifier` at `timestamp` (HBase's
@@ -732,5 +720,14 @@ impl HttpClient {
         }
         *guard = Some(sender);
         Ok(status)
+    }
+}
+
+/// `Ok` for a 2xx answer, else the error naming what was being done (built only then).
+fn succeeded(r: &Reply, what: impl FnOnce() -> String) -> Result<(), String> {
+    if r.status.is_success() {
+        Ok(())
+    } else {
+        Err(unexpected(&what(), r))
     }
 }

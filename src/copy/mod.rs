@@ -116,7 +116,8 @@ pub struct CopyArgs {
     pub stop_after_batches: Option<u64>,
 }
 
-fn parse_table(s: &str) -> Result<String, String> {
+/// Parses a table name by the server's rules (every client subcommand's `--table`).
+pub(crate) fn parse_table(s: &str) -> Result<String, String> {
     kura_backend::schema::validate_table_name(s).map_err(|e| e.to_string())?;
     Ok(s.to_string())
 }
@@ -129,14 +130,7 @@ pub(crate) fn embedded_config(dir: PathBuf) -> kura_backends::embedded::Config {
 /// Runs `kura copy`; `args` starts with the subcommand's name (`copy`).
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = CopyArgs::parse_from(args);
-    // The stores' own logs, warnings and up (RUST_LOG overrides): the copy reports on stdout.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
+    init_client_logging();
     if args.from.same_place(&args.to) {
         eprintln!(
             "error: --from and --to name the same place ({}); copy to another side",
@@ -232,6 +226,18 @@ async fn run_on(
         return verify(args, src, dst).await;
     }
     Ok(Outcome::Done)
+}
+
+/// The logs of the stores and libraries a client subcommand uses, warnings and up (RUST_LOG
+/// overrides), on stderr: the subcommands report on stdout.
+pub(crate) fn init_client_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
 }
 
 /// A progress line on stderr when it is a terminal, nothing otherwise.

@@ -164,7 +164,7 @@ struct Resume {
 /// Runs `kura export`; `args` starts with the subcommand's name.
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = ExportArgs::parse_from(args);
-    super::init_logging();
+    crate::copy::init_client_logging();
     if let Err(e) = check_args(&args) {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);

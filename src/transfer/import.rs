@@ -137,7 +137,7 @@ struct Checkpoint {
 /// Runs `kura import`; `args` starts with the subcommand's name.
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = ImportArgs::parse_from(args);
-    super::init_logging();
+    crate::copy::init_client_logging();
     if let Err(e) = HttpClient::new(&args.url) {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);

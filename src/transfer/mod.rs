@@ -24,43 +24,10 @@ pub mod files;
 pub mod import;
 pub mod manifest;
 
-use std::time::Duration;
+pub(crate) use crate::copy::{parse_table, progress};
 
 /// Exit code for bad arguments (as clap and `kura copy` use).
 pub const EXIT_USAGE: u8 = 2;
-
-/// Logs of the libraries, warnings and up (RUST_LOG overrides), on stderr: the commands report
-/// on stdout.
-fn init_logging() {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
-}
-
-/// A progress line on stderr when it is a terminal, nothing otherwise.
-fn progress(what: &'static str) -> indicatif::ProgressBar {
-    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {prefix} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    bar.set_prefix(what);
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
-
-/// Parses a table name by the server's rules.
-fn parse_table(s: &str) -> Result<String, String> {
-    kura_backend::schema::validate_table_name(s).map_err(|e| e.to_string())?;
-    Ok(s.to_string())
-}
 
 /// Lower-case hex.
 fn hex(bytes: &[u8]) -> String {

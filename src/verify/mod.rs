@@ -148,13 +148,7 @@ pub struct VerifyArgs {
 /// Runs `kura verify`; `args` starts with the subcommand's name (`verify`).
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let args = VerifyArgs::parse_from(args);
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .try_init();
+    crate::copy::init_client_logging();
     if let Err(e) = check_args(&args) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
