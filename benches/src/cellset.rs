@@ -80,6 +80,74 @@ pub fn row_keys(body: &[u8]) -> Result<Vec<&str>> {
     Ok(parsed.rows.into_iter().map(|r| r.key).collect())
 }
 
+#[derive(Deserialize)]
+struct FullSet {
+    #[serde(rename = "Row", default)]
+    rows: Vec<FullRow>,
+}
+
+#[derive(Deserialize)]
+struct FullRow {
+    key: String,
+    #[serde(rename = "Cell", default)]
+    cells: Vec<FullCell>,
+}
+
+#[derive(Deserialize)]
+struct FullCell {
+    column: String,
+    #[serde(rename = "$", default)]
+    value: String,
+}
+
+/// A decoded row of a CellSet answer: key and `(column, value)` cells in answer order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowCells {
+    /// Raw row key.
+    pub key: Vec<u8>,
+    /// Raw `family:qualifier` and value of each cell.
+    pub cells: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl RowCells {
+    /// The value of the first cell of `column`, if the row has one.
+    pub fn value(&self, column: &[u8]) -> Option<&[u8]> {
+        self.cells
+            .iter()
+            .find(|(c, _)| c.as_slice() == column)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Every row of a CellSet answer with its cells, decoded (for correctness checks, not the hot
+/// path of a scan workload).
+pub fn rows_with_cells(body: &[u8]) -> Result<Vec<RowCells>> {
+    let parsed: FullSet = serde_json::from_slice(body).map_err(|e| LoadError::Decode {
+        what: "CellSet".into(),
+        detail: e.to_string(),
+    })?;
+    let dec = |what: &str, s: &str| {
+        B64.decode(s).map_err(|e| LoadError::Decode {
+            what: what.into(),
+            detail: e.to_string(),
+        })
+    };
+    parsed
+        .rows
+        .into_iter()
+        .map(|r| {
+            Ok(RowCells {
+                key: dec("row key", &r.key)?,
+                cells: r
+                    .cells
+                    .into_iter()
+                    .map(|c| Ok((dec("column", &c.column)?, dec("cell value", &c.value)?)))
+                    .collect::<Result<Vec<_>>>()?,
+            })
+        })
+        .collect()
+}
+
 /// Decode a base64 row key.
 pub fn decode_key(b64: &str) -> Result<Vec<u8>> {
     B64.decode(b64).map_err(|e| LoadError::Decode {
@@ -134,5 +202,28 @@ mod tests {
         assert!(row_keys(br#"{"Row":[]}"#).expect("parse").is_empty());
         assert!(row_keys(b"{}").expect("parse").is_empty());
         assert!(row_keys(b"not json").is_err());
+    }
+
+    #[test]
+    fn rows_with_cells_decode_keys_columns_and_values() {
+        let body = one_row(
+            b"k",
+            &[
+                CellRef {
+                    column: b"f:a",
+                    value: b"1",
+                },
+                CellRef {
+                    column: b"f:b",
+                    value: b"two",
+                },
+            ],
+        );
+        let rows = rows_with_cells(body.as_bytes()).expect("parse");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].key, b"k");
+        assert_eq!(rows[0].value(b"f:b"), Some(&b"two"[..]));
+        assert_eq!(rows[0].value(b"f:c"), None);
+        assert!(rows_with_cells(br#"{"Row":[{"key":"!!","Cell":[]}]}"#).is_err());
     }
 }

@@ -144,6 +144,10 @@ pub struct Args {
     /// Graph: relationships in the CAS storm.
     #[arg(long, default_value_t = 1)]
     pub edges: u64,
+    /// check-and-delete / check-and-mutate: rows (leases, generations) the connections contend
+    /// for; fewer rows, more conflicts.
+    #[arg(long, default_value_t = 64)]
+    pub cas_rows: u64,
     /// Per-request timeout.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub timeout: Duration,
@@ -239,6 +243,7 @@ impl Args {
             urls: self.urls,
             sites: self.sites,
             edges: self.edges,
+            cas_rows: self.cas_rows,
             nonce,
         }
     }

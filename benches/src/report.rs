@@ -315,6 +315,13 @@ pub fn summary_markdown(r: &RunResult) -> String {
                 .collect();
             let _ = writeln!(s, "\ncounters: {}", c.join(", "));
         }
+        if let Some(c) = &p.summary.cas {
+            let _ = writeln!(
+                s,
+                "\ncheck-and-put retries: {} successful CAS, mean {:.2} / max {} retries each, {} conflicts (304) in all, {} gave up",
+                c.successes, c.mean_retries, c.max_retries, c.conflicts, c.gave_up
+            );
+        }
     }
     let v = &r.verification;
     if v.checked || !v.failures.is_empty() {
@@ -649,6 +656,7 @@ mod tests {
             urls: 1,
             sites: 1,
             edges: 1,
+            cas_rows: 4,
             nonce: 1,
         }
     }

@@ -51,6 +51,81 @@ impl Outcome {
     }
 }
 
+/// Retries of check-and-put loops (read, compare-and-set, re-read on a 304): one loop is one
+/// operation, each 304 before its end a conflict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CasStats {
+    /// Loops that ended with their write applied.
+    pub successes: u64,
+    /// Retries summed over the successful loops (304s each met before its 200).
+    pub retries_of_successes: u64,
+    /// Most retries one successful loop needed.
+    pub max_retries: u64,
+    /// Every 304 met, including those of loops that gave up.
+    pub conflicts: u64,
+    /// Loops that met their retry bound without a 200.
+    pub gave_up: u64,
+}
+
+impl CasStats {
+    /// One conflict (a 304) met by a loop.
+    pub fn conflict(&mut self) {
+        self.conflicts += 1;
+    }
+
+    /// A loop ended: applied after `retries` conflicts, or gave up.
+    pub fn finished(&mut self, retries: u64, applied: bool) {
+        if applied {
+            self.successes += 1;
+            self.retries_of_successes += retries;
+            self.max_retries = self.max_retries.max(retries);
+        } else {
+            self.gave_up += 1;
+        }
+    }
+
+    fn merge(&mut self, o: &CasStats) {
+        self.successes += o.successes;
+        self.retries_of_successes += o.retries_of_successes;
+        self.max_retries = self.max_retries.max(o.max_retries);
+        self.conflicts += o.conflicts;
+        self.gave_up += o.gave_up;
+    }
+
+    /// `None` when no loop ran.
+    pub fn summary(&self) -> Option<CasSummary> {
+        if self.successes + self.gave_up == 0 && self.conflicts == 0 {
+            return None;
+        }
+        Some(CasSummary {
+            successes: self.successes,
+            mean_retries: if self.successes > 0 {
+                self.retries_of_successes as f64 / self.successes as f64
+            } else {
+                0.0
+            },
+            max_retries: self.max_retries,
+            conflicts: self.conflicts,
+            gave_up: self.gave_up,
+        })
+    }
+}
+
+/// Check-and-put retries of a phase, as reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CasSummary {
+    /// Successful compare-and-set loops.
+    pub successes: u64,
+    /// Mean retries (304s) per successful loop.
+    pub mean_retries: f64,
+    /// Most retries one successful loop needed.
+    pub max_retries: u64,
+    /// Every 304 met.
+    pub conflicts: u64,
+    /// Loops that gave up at the retry bound.
+    pub gave_up: u64,
+}
+
 /// One second of the timeline.
 #[derive(Debug, Clone)]
 pub struct Second {
@@ -90,6 +165,8 @@ pub struct Recorder {
     pub rows: u64,
     /// Named counters a workload keeps (CAS misses, 409s on re-create, ...).
     pub counters: BTreeMap<&'static str, u64>,
+    /// Retries of the workload's check-and-put loops (empty unless it runs some).
+    pub cas: CasStats,
     /// Index = whole seconds since the phase started.
     pub timeline: Vec<Second>,
 }
@@ -110,6 +187,7 @@ impl Recorder {
             ops: 0,
             rows: 0,
             counters: BTreeMap::new(),
+            cas: CasStats::default(),
             timeline: Vec::new(),
         }
     }
@@ -168,6 +246,7 @@ impl Recorder {
         for (k, n) in &other.counters {
             *self.counters.entry(k).or_insert(0) += n;
         }
+        self.cas.merge(&other.cas);
         self.ops += other.ops;
         self.rows += other.rows;
         while self.timeline.len() < other.timeline.len() {
@@ -212,6 +291,7 @@ impl Recorder {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            cas: self.cas.summary(),
             timeline: self
                 .timeline
                 .iter()
@@ -325,6 +405,9 @@ pub struct Summary {
     pub kinds: BTreeMap<String, KindSummary>,
     /// Workload counters (CAS misses, conflicts, ...).
     pub counters: BTreeMap<String, u64>,
+    /// Retries of the workload's check-and-put loops, when it runs any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cas: Option<CasSummary>,
     /// Per-second throughput and latency.
     pub timeline: Vec<TimelinePoint>,
 }
@@ -366,6 +449,29 @@ mod tests {
         assert_eq!(per_sec, vec![(1, 0), (2, 2), (1, 1)]);
         assert_eq!(s.kinds["get"].ops, 3);
         assert_eq!(s.kinds["put"].ops, 1);
+    }
+
+    #[test]
+    fn cas_retries_merge_as_sums_and_a_maximum() {
+        let mut a = Recorder::new();
+        a.cas.conflict();
+        a.cas.conflict();
+        a.cas.finished(2, true);
+        a.cas.finished(0, true);
+        let mut b = Recorder::new();
+        for _ in 0..5 {
+            b.cas.conflict();
+        }
+        b.cas.finished(5, false);
+        b.cas.finished(0, true);
+        a.merge(&b);
+        let s = a.summary(Duration::from_secs(1)).cas.expect("cas ran");
+        assert_eq!(s.successes, 3);
+        assert_eq!(s.conflicts, 7);
+        assert_eq!(s.max_retries, 2);
+        assert_eq!(s.gave_up, 1);
+        assert!((s.mean_retries - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(Recorder::new().summary(Duration::from_secs(1)).cas, None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! # Layout
 //! - `pe.rs`: HBase PerformanceEvaluation operations on `TestTable` (family `info`).
 //! - `ycsb.rs`: YCSB core workloads A–F on `usertable` (family `f`, `field0..field9`).
+//! - `cas.rs`: append, check-and-delete and check-and-mutate with their oracles.
 //! - `apps.rs`: the four applications under `/apps/` with their correctness oracles.
 //!
 //! # Invariants
@@ -16,6 +17,7 @@
 //!    widens the accepted range instead of being assumed either way.
 
 pub mod apps;
+pub mod cas;
 pub mod pe;
 pub mod ycsb;
 
@@ -58,11 +60,26 @@ pub enum WorkloadName {
     /// PE scanRange1000.
     #[value(alias = "scanRange1000")]
     Scan1000,
+    /// Prefix scan `GET /TestTable/{prefix}*`: the 100 keys sharing their first 24 digits.
+    PrefixScan,
+    /// Reverse scan `GET /TestTable/*?startrow=..&reversed=true&limit=100`.
+    ReverseScan,
+    /// Filtered scan: `RowFilter` (keys ending in 0 or 5) and `QualifierFilter` (`info:0`)
+    /// over a 500-key range.
+    FilteredScan,
     /// PE increment: `check=increment` of one counter column on overlapping keys.
     Increment,
     /// PE checkAndPut: `check=put` that always matches (the value it compares is the row key).
     #[value(alias = "checkAndPut")]
     CheckAndPut,
+    /// `check=append` of unique tokens; every acknowledged token must be in its row once.
+    Append,
+    /// Leases claimed with `check=put` and released with `check=delete` (a delete checked on
+    /// a value never written must fail).
+    CheckAndDelete,
+    /// Compare-and-set loops: a multi-cell `check=put` of a generation and two cells; retries
+    /// per loop are reported.
+    CheckAndMutate,
     /// YCSB A: 50% read / 50% update, zipfian.
     YcsbA,
     /// YCSB B: 95% read / 5% update, zipfian.
@@ -138,6 +155,9 @@ pub struct Params {
     pub sites: u64,
     /// Graph: relationships in the storm.
     pub edges: u64,
+    /// check-and-delete / check-and-mutate: rows (leases, generations) contended for.
+    #[serde(default)]
+    pub cas_rows: u64,
     /// Unique tag of this run, used to keep app data of different runs apart.
     pub nonce: u64,
 }
@@ -245,6 +265,8 @@ pub enum Workload {
     Counter(apps::Counter),
     /// Graph application.
     Graph(apps::Graph),
+    /// Append, check-and-delete, check-and-mutate.
+    Cas(cas::Cas),
 }
 
 impl Workload {
@@ -262,9 +284,15 @@ impl Workload {
             | W::Scan100
             | W::Scan1000
             | W::Increment
-            | W::CheckAndPut => Workload::Pe(pe::Pe::new(name, params)),
+            | W::CheckAndPut
+            | W::PrefixScan
+            | W::ReverseScan
+            | W::FilteredScan => Workload::Pe(pe::Pe::new(name, params)),
             W::YcsbA | W::YcsbB | W::YcsbC | W::YcsbD | W::YcsbE | W::YcsbF => {
                 Workload::Ycsb(ycsb::Ycsb::new(name, params))
+            }
+            W::Append | W::CheckAndDelete | W::CheckAndMutate => {
+                Workload::Cas(cas::Cas::new(name, params))
             }
             W::Blog => Workload::Blog(apps::Blog::new(params)),
             W::Actions => Workload::Actions(apps::ListApp::new_actions(params)),
@@ -281,6 +309,7 @@ impl Workload {
             Workload::Ycsb(w) => w.prepare(conn).await,
             Workload::Blog(_) | Workload::Actions(_) | Workload::Counter(_) => Ok(()),
             Workload::Graph(w) => w.prepare(conn).await,
+            Workload::Cas(w) => w.prepare(conn).await,
         }
     }
 
@@ -325,6 +354,7 @@ impl Workload {
             Workload::Actions(a) => a.op(w, conn, rec).await,
             Workload::Counter(c) => c.op(w, conn, rec).await,
             Workload::Graph(g) => g.op(w, conn, rec).await,
+            Workload::Cas(c) => c.op(w, conn, rec).await,
         }
     }
 
@@ -336,6 +366,7 @@ impl Workload {
             Workload::Actions(a) => a.verify(conns).await,
             Workload::Counter(c) => c.verify(conns).await,
             Workload::Graph(g) => g.verify(conns).await,
+            Workload::Cas(c) => c.verify(conns).await,
         }
     }
 }

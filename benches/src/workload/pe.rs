@@ -6,7 +6,11 @@
 //! # Invariants
 //! 1. Reads and scans only touch keys `0..rows`, all written by the load phase, so a 404 or a
 //!    short scan is counted as an error (`invalid` for a short scan).
-//! 2. checkAndPut compares column `info:cas` with the row key, which the load phase wrote and
+//! 2. A prefix scan asks for the 100 keys sharing their first 24 digits, a reverse scan for the
+//!    100 keys from a start downwards, a filtered scan for the keys ending in 0 or 5 of a
+//!    500-key range with only column `info:0` (`RowFilter` + `QualifierFilter`): each answer
+//!    must hold exactly those rows, in order (and, filtered, exactly that one column).
+//! 3. checkAndPut compares column `info:cas` with the row key, which the load phase wrote and
 //!    every put writes again, so every check must pass: a 304 is an error.
 
 use std::collections::HashSet;
@@ -25,6 +29,14 @@ const TABLE: &str = "TestTable";
 const COL: &[u8] = b"info:0";
 const CAS_COL: &[u8] = b"info:cas";
 const COUNTER_COL: &[u8] = b"info:counter";
+
+/// The filtered scan's filter (Thrift filter language): rows whose key ends in 0 or 5, column
+/// `info:0` only.
+pub const FILTER: &str = "RowFilter(=,'regexstring:[05]$') AND QualifierFilter(=,'binary:0')";
+
+/// [`FILTER`] percent-encoded for the query string.
+const FILTER_ENCODED: &str =
+    "RowFilter%28%3D%2C%27regexstring%3A%5B05%5D%24%27%29%20AND%20QualifierFilter%28%3D%2C%27binary%3A0%27%29";
 
 /// Format key number `i` the way PE does.
 pub fn pe_key(i: u64) -> String {
@@ -74,6 +86,9 @@ impl Pe {
                 | W::Scan100
                 | W::Scan1000
                 | W::CheckAndPut
+                | W::PrefixScan
+                | W::ReverseScan
+                | W::FilteredScan
         )
     }
 
@@ -197,6 +212,42 @@ impl Pe {
                             .all(|(k, i)| k.as_str() == pe_key(i))
                 })
             }
+            W::PrefixScan => {
+                // Keys sharing their first 24 digits: the block of 100 around a random key.
+                let block = w.rng.gen_range(0..self.rows) / 100 * 100;
+                let expect: Vec<String> =
+                    (block..(block + 100).min(self.rows)).map(pe_key).collect();
+                let prefix = &expect[0][..24];
+                let r = conn.get(&format!("/{TABLE}/{prefix}*")).await;
+                check_keys("prefix_scan", r, |got| got == expect.as_slice())
+            }
+            W::ReverseScan => {
+                let start = w.rng.gen_range(0..self.rows);
+                let expect: Vec<String> = (start.saturating_sub(99)..=start)
+                    .rev()
+                    .map(pe_key)
+                    .collect();
+                let r = conn
+                    .get(&format!(
+                        "/{TABLE}/*?startrow={}&reversed=true&limit=100",
+                        pe_key(start)
+                    ))
+                    .await;
+                check_keys("reverse_scan", r, |got| got == expect.as_slice())
+            }
+            W::FilteredScan => {
+                let start = w.rng.gen_range(0..self.rows);
+                let end = (start + 500).min(self.rows);
+                let expect: Vec<String> = (start..end).filter(|i| i % 5 == 0).map(pe_key).collect();
+                let r = conn
+                    .get(&format!(
+                        "/{TABLE}/*?startrow={}&endrow={}&filter={FILTER_ENCODED}",
+                        pe_key(start),
+                        pe_key(end)
+                    ))
+                    .await;
+                check_cells("filtered_scan", r, |rows| filtered_answer_ok(rows, &expect))
+            }
             W::Increment => {
                 let key = pe_key(w.rng.gen_range(0..self.rows));
                 let body = cellset::one_row(
@@ -227,8 +278,15 @@ impl Pe {
                 let r = conn
                     .put_json(&format!("/{TABLE}/{key}?check=put"), body)
                     .await;
-                if matches!(&r, Ok(resp) if resp.status == 304) {
-                    rec.count("cas_miss", 1);
+                // One attempt, never retried: a 304 is both a conflict and a loop given up.
+                match &r {
+                    Ok(resp) if resp.status == 304 => {
+                        rec.count("cas_miss", 1);
+                        rec.cas.conflict();
+                        rec.cas.finished(1, false);
+                    }
+                    Ok(resp) if resp.status == 200 => rec.cas.finished(0, true),
+                    _ => {}
                 }
                 Op::judged("check_and_put", &r, &[200])
             }
@@ -285,7 +343,87 @@ pub fn check_keys(
     }
 }
 
+/// Whether a filtered scan answered exactly the `expect` keys, in order, each with the one
+/// column `info:0`.
+pub fn filtered_answer_ok(rows: &[cellset::RowCells], expect: &[String]) -> bool {
+    rows.len() == expect.len()
+        && rows.iter().zip(expect).all(|(r, k)| {
+            r.key == k.as_bytes() && r.cells.len() == 1 && r.cells[0].0.as_slice() == COL
+        })
+}
+
+/// Judge a multi-row answer by its decoded rows and cells: 200 whose rows satisfy `ok`.
+pub fn check_cells(
+    kind: &'static str,
+    r: Result<crate::client::Resp>,
+    ok: impl FnOnce(&[cellset::RowCells]) -> bool,
+) -> Op {
+    let outcome = super::judge(&r, &[200]);
+    let resp = match (outcome, r) {
+        (Outcome::Ok, Ok(resp)) => resp,
+        (o, _) => {
+            return Op {
+                kind,
+                outcome: o,
+                rows: 0,
+            }
+        }
+    };
+    match cellset::rows_with_cells(&resp.body) {
+        Ok(rows) => Op {
+            kind,
+            outcome: if ok(&rows) {
+                Outcome::Ok
+            } else {
+                Outcome::Invalid
+            },
+            rows: rows.len() as u64,
+        },
+        Err(_) => Op {
+            kind,
+            outcome: Outcome::Invalid,
+            rows: 0,
+        },
+    }
+}
+
 /// Judge a multi-row answer: 200 with exactly `expect` rows.
 pub fn count_rows(kind: &'static str, r: Result<crate::client::Resp>, expect: u64) -> Op {
     check_keys(kind, r, |keys| keys.len() as u64 == expect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_encoded_filter_decodes_to_the_filter() {
+        let decoded = percent_encoding::percent_decode_str(FILTER_ENCODED)
+            .decode_utf8()
+            .expect("utf-8");
+        assert_eq!(decoded, FILTER);
+    }
+
+    fn row(key: &str, cols: &[&[u8]]) -> cellset::RowCells {
+        cellset::RowCells {
+            key: key.as_bytes().to_vec(),
+            cells: cols.iter().map(|c| (c.to_vec(), b"v".to_vec())).collect(),
+        }
+    }
+
+    #[test]
+    fn a_filtered_scan_with_a_missing_row_or_an_extra_column_is_flagged() {
+        let expect = vec![pe_key(5), pe_key(10)];
+        let good = vec![row(&pe_key(5), &[COL]), row(&pe_key(10), &[COL])];
+        assert!(filtered_answer_ok(&good, &expect));
+        assert!(!filtered_answer_ok(&good[..1], &expect));
+        let extra_col = vec![row(&pe_key(5), &[COL, CAS_COL]), row(&pe_key(10), &[COL])];
+        assert!(!filtered_answer_ok(&extra_col, &expect));
+        let unfiltered = vec![
+            row(&pe_key(5), &[COL]),
+            row(&pe_key(6), &[COL]),
+            row(&pe_key(10), &[COL]),
+        ];
+        assert!(!filtered_answer_ok(&unfiltered, &expect));
+    }
 }
