@@ -144,6 +144,11 @@ pub struct Args {
     /// Graph: relationships in the CAS storm.
     #[arg(long, default_value_t = 1)]
     pub edges: u64,
+    /// Counter: give each hit a time (`at`) spread uniformly over this many hours before now,
+    /// so the hourly and daily ranges it reads and checks span several buckets (0: every hit
+    /// at the current time, as a live site's hits are).
+    #[arg(long, default_value_t = 0)]
+    pub counter_hours: u64,
     /// check-and-delete / check-and-mutate: rows (leases, generations) the connections contend
     /// for; fewer rows, more conflicts.
     #[arg(long, default_value_t = 64)]
@@ -244,6 +249,7 @@ impl Args {
             sites: self.sites,
             edges: self.edges,
             cas_rows: self.cas_rows,
+            counter_hours: self.counter_hours,
             nonce,
         }
     }

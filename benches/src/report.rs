@@ -657,6 +657,7 @@ mod tests {
             sites: 1,
             edges: 1,
             cas_rows: 4,
+            counter_hours: 0,
             nonce: 1,
         }
     }

@@ -1,13 +1,19 @@
 //! The four applications under `/apps/` as workloads, each with a correctness oracle.
 //!
-//! - blog: users post articles and read their newest-first pages; a page walk must never
-//!   repeat an article, never go back in time, and never skip an article that existed (was
-//!   acknowledged) before the walk began. At the end every user's full list must equal the
-//!   articles acknowledged for them.
+//! - blog: users post articles (in one of four categories) and read their newest-first pages,
+//!   of all their articles or of one category (`category_id=`, served from the category index
+//!   rows); a page walk must never repeat an article, never go back in time, never skip an
+//!   article that existed (was acknowledged) before the walk began, and a category walk must
+//!   list only articles of its category. At the end every user's full list, and each of their
+//!   category lists, must equal the articles acknowledged for them.
 //! - actions: users record actions and read pages with `offset`; at the end every user's full
 //!   list must equal the actions acknowledged.
-//! - counter: zipfian hot URLs of one run-unique domain get hits; at the end the server's
-//!   per-URL and domain totals must equal the hits acknowledged.
+//! - counter: zipfian hot URLs of one run-unique domain get hits (at the current time, or
+//!   spread over the last `--counter-hours` hours); reads ask for a URL's total, its hourly
+//!   range or its daily range, and a range must count at least the hits acknowledged before
+//!   the read. At the end the server's per-URL and domain totals, and every URL's hourly and
+//!   daily buckets, must equal the hits acknowledged (per bucket, as each hit's answer named
+//!   its hour and day).
 //! - graph: a CAS storm of PATCH / DELETE / re-create on the same relationship(s); at the end
 //!   the adjacency lists of both nodes must show exactly the relationship row (or nothing).
 //!
@@ -34,6 +40,8 @@ use crate::stats::{Outcome, Recorder};
 
 /// Failures kept from the run phase (more are counted, not stored).
 const MAX_STORED_FAILURES: usize = 20;
+/// Blog: articles are posted in categories `1..=CATEGORIES`.
+const CATEGORIES: u64 = 4;
 
 fn parse(what: &str, r: &Resp) -> Result<Value> {
     serde_json::from_slice(&r.body).map_err(|e| LoadError::Decode {
@@ -99,6 +107,8 @@ pub struct ListApp {
     users: u64,
     base_user: u64,
     created: Mutex<HashMap<u64, Vec<Item>>>,
+    /// Blog: the acknowledged articles of each (user, category).
+    by_category: Mutex<HashMap<(u64, u64), Vec<Item>>>,
     unknown: AtomicU64,
     failures: Mutex<Vec<String>>,
     failure_count: AtomicU64,
@@ -117,6 +127,7 @@ impl ListApp {
             // Large, run-unique user ids (invariant 1).
             base_user: (p.nonce % 1_000_000_000) * 100_000 + 1,
             created: Mutex::new(HashMap::new()),
+            by_category: Mutex::new(HashMap::new()),
             unknown: AtomicU64::new(0),
             failures: Mutex::new(Vec::new()),
             failure_count: AtomicU64::new(0),
@@ -148,6 +159,7 @@ impl ListApp {
         limit: u32,
         max_pages: u64,
         offset: Option<u32>,
+        category: Option<u64>,
     ) -> std::result::Result<Walk, (Outcome, String)> {
         let base = self.kind.base(user);
         let mut items = Vec::new();
@@ -157,6 +169,9 @@ impl ListApp {
             let mut path = format!("{base}?limit={limit}");
             if let Some(o) = offset {
                 let _ = write!(path, "&offset={o}");
+            }
+            if let Some(c) = category {
+                let _ = write!(path, "&category_id={c}");
             }
             if let Some(a) = &after {
                 let enc =
@@ -187,6 +202,18 @@ impl ListApp {
                         format!("GET {path}: item without id/time"),
                     )
                 })?;
+                if let Some(c) = category {
+                    let got = it.get("category_id").and_then(Value::as_u64);
+                    if got != Some(c) {
+                        return Err((
+                            Outcome::Invalid,
+                            format!(
+                                "GET {path}: article {} of category {got:?} in the list of category {c}",
+                                item.0
+                            ),
+                        ));
+                    }
+                }
                 items.push(item);
             }
             pages += 1;
@@ -247,11 +274,15 @@ impl ListApp {
         let user = self.base_user + w.rng.gen_range(0..self.users);
         w.seq += 1;
         if w.rng.gen_bool(0.4) {
+            let category = match self.kind {
+                ListKind::Blog => Some(w.rng.gen_range(1..=CATEGORIES)),
+                ListKind::Actions => None,
+            };
             let body = match self.kind {
                 ListKind::Blog => json!({
                     "title": format!("post {} of worker {}", w.seq, w.idx),
                     "content": String::from_utf8_lossy(w.value(200)).into_owned(),
-                    "category_id": w.rng.gen_range(1..=4u32),
+                    "category_id": category,
                     "category_name": "bench",
                     "user_name": format!("u{user}"),
                 }),
@@ -270,6 +301,12 @@ impl ListApp {
                         Some(item) => {
                             let mut c = self.created.lock().unwrap_or_else(|p| p.into_inner());
                             c.entry(user).or_default().push(item);
+                            drop(c);
+                            if let Some(cat) = category {
+                                let mut c =
+                                    self.by_category.lock().unwrap_or_else(|p| p.into_inner());
+                                c.entry((user, cat)).or_default().push(item);
+                            }
                         }
                         None => {
                             note_failure(
@@ -296,16 +333,34 @@ impl ListApp {
                 rows: 0,
             }
         } else {
-            let known: Vec<Item> = {
-                let c = self.created.lock().unwrap_or_else(|p| p.into_inner());
-                c.get(&user).cloned().unwrap_or_default()
+            // Blog: a third of the walks read one category's list.
+            let category = match self.kind {
+                ListKind::Blog if w.rng.gen_bool(1.0 / 3.0) => {
+                    Some(w.rng.gen_range(1..=CATEGORIES))
+                }
+                _ => None,
+            };
+            let known: Vec<Item> = match category {
+                None => {
+                    let c = self.created.lock().unwrap_or_else(|p| p.into_inner());
+                    c.get(&user).cloned().unwrap_or_default()
+                }
+                Some(cat) => {
+                    let c = self.by_category.lock().unwrap_or_else(|p| p.into_inner());
+                    c.get(&(user, cat)).cloned().unwrap_or_default()
+                }
             };
             let pages = w.rng.gen_range(1..=3);
             let offset = match self.kind {
                 ListKind::Actions if w.rng.gen_bool(0.3) => Some(w.rng.gen_range(0..20)),
                 _ => None,
             };
-            match self.walk(conn, user, 10, pages, offset).await {
+            let kind = if category.is_some() {
+                "category_walk"
+            } else {
+                "page_walk"
+            };
+            match self.walk(conn, user, 10, pages, offset, category).await {
                 Ok(walk) => {
                     let errs = if offset.is_some() {
                         // An offset walk skips on purpose; only order and repeats apply.
@@ -323,16 +378,21 @@ impl ListApp {
                         note_failure(&self.failures, &self.failure_count, e);
                     }
                     Op {
-                        kind: "page_walk",
+                        kind,
                         outcome,
                         rows,
                     }
                 }
-                Err((outcome, _)) => Op {
-                    kind: "page_walk",
-                    outcome,
-                    rows: 0,
-                },
+                Err((outcome, msg)) => {
+                    if outcome == Outcome::Invalid {
+                        note_failure(&self.failures, &self.failure_count, msg);
+                    }
+                    Op {
+                        kind,
+                        outcome,
+                        rows: 0,
+                    }
+                }
             }
         }
     }
@@ -354,7 +414,7 @@ impl ListApp {
             let mut extras_total = 0u64;
             let mut items_total = 0usize;
             for (user, items) in &created {
-                let walk = match self.walk(conn, *user, 7, 1_000_000, None).await {
+                let walk = match self.walk(conn, *user, 7, 1_000_000, None, None).await {
                     Ok(w) => w,
                     Err((_, msg)) => {
                         v.failures
@@ -377,6 +437,9 @@ impl ListApp {
                 ));
             }
             let acked: usize = created.values().map(Vec::len).sum();
+            if self.kind == ListKind::Blog {
+                self.verify_categories(conn, tag, unknown, &mut v).await;
+            }
             v.notes.push(format!(
                 "{tag}{} users, {acked} acknowledged writes, {items_total} items listed by the final walks (page size 7), {unknown} unknown outcomes",
                 created.len()
@@ -399,6 +462,53 @@ impl ListApp {
     }
 }
 
+impl ListApp {
+    /// Blog: walk each (user, category) list that got an acknowledged article in full and
+    /// compare it with the articles acknowledged in that category.
+    async fn verify_categories(
+        &self,
+        conn: &mut Conn,
+        tag: &str,
+        unknown: u64,
+        v: &mut Verification,
+    ) {
+        let by_cat = self
+            .by_category
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (mut extras, mut listed) = (0u64, 0usize);
+        for ((user, cat), items) in &by_cat {
+            let walk = match self.walk(conn, *user, 7, 1_000_000, None, Some(*cat)).await {
+                Ok(w) => w,
+                Err((_, msg)) => {
+                    v.failures.push(format!(
+                        "{tag}final walk of user {user}, category {cat}: {msg}"
+                    ));
+                    continue;
+                }
+            };
+            v.failures.extend(
+                self.check_walk(*user, &walk, items)
+                    .into_iter()
+                    .map(|f| format!("{tag}category {cat}: {f}")),
+            );
+            let mine: HashSet<u64> = items.iter().map(|x| x.0).collect();
+            extras += walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
+            listed += walk.items.len();
+        }
+        if extras > unknown {
+            v.failures.push(format!(
+                "{tag}{extras} articles listed in category lists were never acknowledged in that category (only {unknown} writes had an unknown outcome)"
+            ));
+        }
+        v.notes.push(format!(
+            "{tag}{} (user, category) lists walked in full: {listed} articles listed, each of its category, every acknowledged one present",
+            by_cat.len()
+        ));
+    }
+}
+
 /// `[host:port] ` per connection when there are several servers, else nothing.
 fn server_tags(conns: &[Conn]) -> Vec<String> {
     if conns.len() < 2 {
@@ -414,6 +524,41 @@ pub struct Counter {
     urls: u64,
     acked: Vec<AtomicU64>,
     unknown: AtomicU64,
+    /// Hits are spread over this many hours before now (0: every hit at the current time).
+    hours: u64,
+    /// Acknowledged hits per (URL, `yyyyMMddHH`) and per (URL, `yyyyMMdd`), from the answers.
+    buckets: Mutex<HashMap<(u64, String), u64>>,
+    /// The earliest time a hit of this run can carry, ms.
+    earliest_ms: i64,
+}
+
+/// `yyyyMMddHH` (with `hour`) or `yyyyMMdd` of a Unix time in ms, UTC.
+pub fn utc_bucket(ms: i64, hour: bool) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let h = secs.rem_euclid(86_400) / 3600;
+    // Days to civil date (proleptic Gregorian), after Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    if hour {
+        format!("{y:04}{m:02}{d:02}{h:02}")
+    } else {
+        format!("{y:04}{m:02}{d:02}")
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 impl Counter {
@@ -431,7 +576,77 @@ impl Counter {
             urls,
             acked: (0..urls).map(|_| AtomicU64::new(0)).collect(),
             unknown: AtomicU64::new(0),
+            hours: p.counter_hours,
+            buckets: Mutex::new(HashMap::new()),
+            earliest_ms: now_ms() - p.counter_hours as i64 * 3_600_000,
         }
+    }
+
+    /// `start` and `end` of a range covering every hit of this run, hourly or daily: from
+    /// the hour (day) before the earliest to two hours (days) after now.
+    fn range(&self, hour: bool) -> (String, String) {
+        let unit: i64 = if hour { 3_600_000 } else { 86_400_000 };
+        (
+            utc_bucket(self.earliest_ms - unit, hour),
+            utc_bucket(now_ms() + 2 * unit, hour),
+        )
+    }
+
+    /// GET a URL's (or with `path` `None`, the site's) hourly or daily counts over the run's
+    /// range: `(path, time) -> count`.
+    async fn range_counts(
+        &self,
+        conn: &mut Conn,
+        domain: &str,
+        path: Option<&str>,
+        hour: bool,
+    ) -> std::result::Result<HashMap<(String, String), u64>, (Outcome, String)> {
+        let (start, end) = self.range(hour);
+        let mut url = format!(
+            "/apps/counter/{}?domain={domain}&start={start}&end={end}",
+            if hour { "hourly" } else { "daily" }
+        );
+        if let Some(p) = path {
+            let _ = write!(url, "&path={p}");
+        }
+        let r = conn.get(&url).await;
+        let outcome = judge(&r, &[200]);
+        let resp = match r {
+            Ok(resp) if outcome == Outcome::Ok => resp,
+            Ok(resp) => return Err((outcome, format!("GET {url}: {}", resp.body_snippet()))),
+            Err(e) => return Err((outcome, format!("GET {url}: {e}"))),
+        };
+        let v = parse("counter range", &resp).map_err(|e| (Outcome::Invalid, e.to_string()))?;
+        let mut out = HashMap::new();
+        let width = if hour { 10 } else { 8 };
+        for c in v
+            .get("counts")
+            .and_then(Value::as_array)
+            .ok_or_else(|| (Outcome::Invalid, format!("GET {url}: no `counts` array")))?
+        {
+            let (Some(p), Some(t), Some(n)) = (
+                c.get("path").and_then(Value::as_str),
+                c.get("time").and_then(Value::as_str),
+                c.get("count").and_then(Value::as_u64),
+            ) else {
+                return Err((
+                    Outcome::Invalid,
+                    format!("GET {url}: a count without path/time/count"),
+                ));
+            };
+            if t.len() != width
+                || t < start.as_str()
+                || t >= end.as_str()
+                || path.is_some_and(|q| q != p)
+            {
+                return Err((
+                    Outcome::Invalid,
+                    format!("GET {url}: a count of {p} at {t}, outside what was asked"),
+                ));
+            }
+            *out.entry((p.to_string(), t.to_string())).or_insert(0) += n;
+        }
+        Ok(out)
     }
 
     /// Distinct URLs.
@@ -443,17 +658,38 @@ impl Counter {
         &self.domains[(k % self.domains.len() as u64) as usize]
     }
 
-    /// One operation: 90% hit on a zipfian URL, 10% read of that URL's total.
+    /// One operation: 90% hit on a zipfian URL; 10% reads of that URL: its total, its hourly
+    /// range or its daily range (a third each).
     pub async fn op(&self, w: &mut Worker, conn: &mut Conn, _rec: &mut Recorder) -> Op {
         let k = w.chooser.next(&mut w.rng, self.urls);
         let domain = self.domain(k);
         if w.rng.gen_bool(0.9) {
-            let body = format!("{{\"domain\":\"{domain}\",\"path\":\"/p{k}\"}}");
+            let body = if self.hours > 0 {
+                let at = now_ms() - w.rng.gen_range(0..self.hours as i64 * 3_600_000);
+                format!("{{\"domain\":\"{domain}\",\"path\":\"/p{k}\",\"at\":{at}}}")
+            } else {
+                format!("{{\"domain\":\"{domain}\",\"path\":\"/p{k}\"}}")
+            };
             let r = conn.post_json("/apps/counter/hits", body).await;
-            let outcome = judge(&r, &[200]);
+            let mut outcome = judge(&r, &[200]);
             match (&r, outcome) {
-                (Ok(_), Outcome::Ok) => {
+                (Ok(resp), Outcome::Ok) => {
                     self.acked[k as usize].fetch_add(1, Ordering::Relaxed);
+                    let v = parse("hit", resp).ok();
+                    let field = |f: &str| {
+                        v.as_ref()
+                            .and_then(|v| v.get(f))
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    };
+                    match (field("hour"), field("day")) {
+                        (Some(h), Some(d)) => {
+                            let mut b = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+                            *b.entry((k, h)).or_insert(0) += 1;
+                            *b.entry((k, d)).or_insert(0) += 1;
+                        }
+                        _ => outcome = Outcome::Invalid,
+                    }
                 }
                 (Err(_), _) => {
                     self.unknown.fetch_add(1, Ordering::Relaxed);
@@ -466,10 +702,37 @@ impl Counter {
                 rows: 0,
             }
         } else {
-            let r = conn
-                .get(&format!("/apps/counter/total?domain={domain}&path=/p{k}"))
-                .await;
-            Op::judged("total", &r, &[200])
+            let read = w.rng.gen_range(0..3);
+            if read == 0 {
+                let r = conn
+                    .get(&format!("/apps/counter/total?domain={domain}&path=/p{k}"))
+                    .await;
+                return Op::judged("total", &r, &[200]);
+            }
+            let hour = read == 1;
+            let kind = if hour { "hourly" } else { "daily" };
+            // Every hit acknowledged before the read must be in the range.
+            let before = self.acked[k as usize].load(Ordering::Relaxed);
+            let path = format!("/p{k}");
+            match self.range_counts(conn, domain, Some(&path), hour).await {
+                Ok(counts) => {
+                    let sum: u64 = counts.values().sum();
+                    Op {
+                        kind,
+                        outcome: if sum >= before {
+                            Outcome::Ok
+                        } else {
+                            Outcome::Invalid
+                        },
+                        rows: counts.len() as u64,
+                    }
+                }
+                Err((outcome, _)) => Op {
+                    kind,
+                    outcome,
+                    rows: 0,
+                },
+            }
         }
     }
 
@@ -543,8 +806,98 @@ impl Counter {
             "{tag}{} site(s) ({}...): {sent} hits acknowledged over {} URLs, server total {total}, {unknown} unknown",
             sites, self.domains[0], self.urls
         ));
+        self.verify_ranges(conn, tag, v).await;
         Ok(())
     }
+
+    /// Every hit URL's hourly and daily counts over the run's range must equal the hits
+    /// acknowledged in each bucket (within the unknown outcomes).
+    async fn verify_ranges(&self, conn: &mut Conn, tag: &str, v: &mut Verification) {
+        let unknown = self.unknown.load(Ordering::Relaxed);
+        let buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut by_url: HashMap<u64, Vec<(&String, u64)>> = HashMap::new();
+        for ((k, t), n) in &buckets {
+            by_url.entry(*k).or_default().push((t, *n));
+        }
+        let (mut hours, mut days) = (0usize, 0usize);
+        for k in 0..self.urls {
+            let expected = by_url.remove(&k).unwrap_or_default();
+            if expected.is_empty() && self.acked[k as usize].load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let path = format!("/p{k}");
+            let domain = self.domain(k);
+            for hour in [true, false] {
+                let got = match self.range_counts(conn, domain, Some(&path), hour).await {
+                    Ok(g) => g,
+                    Err((_, msg)) => {
+                        v.failures.push(format!("{tag}{msg}"));
+                        continue;
+                    }
+                };
+                let width = if hour { 10 } else { 8 };
+                let want: HashMap<&str, u64> = expected
+                    .iter()
+                    .filter(|(t, _)| t.len() == width)
+                    .map(|(t, n)| (t.as_str(), *n))
+                    .collect();
+                if hour {
+                    hours += want.len();
+                } else {
+                    days += want.len();
+                }
+                for f in check_buckets(&got, &path, &want, unknown) {
+                    v.failures.push(format!(
+                        "{tag}{domain}{path} {}: {f}",
+                        if hour { "hourly" } else { "daily" }
+                    ));
+                }
+            }
+        }
+        v.notes.push(format!(
+            "{tag}hourly and daily ranges: {hours} hour buckets and {days} day buckets, each equal to the hits acknowledged in it"
+        ));
+    }
+}
+
+/// What is wrong with one URL's range answer `got` (`(path, time) -> count`) given the hits
+/// acknowledged per bucket and the hits whose outcome is unknown.
+pub fn check_buckets(
+    got: &HashMap<(String, String), u64>,
+    path: &str,
+    want: &HashMap<&str, u64>,
+    unknown: u64,
+) -> Vec<String> {
+    let mut errs = Vec::new();
+    let mut extra = 0u64;
+    for ((p, t), n) in got {
+        if p != path {
+            errs.push(format!("{n} hits of {p} in the answer"));
+            continue;
+        }
+        let a = want.get(t.as_str()).copied().unwrap_or(0);
+        if *n < a {
+            errs.push(format!(
+                "bucket {t} counts {n}, {a} hits acknowledged in it"
+            ));
+        }
+        extra += n.saturating_sub(a);
+    }
+    for (t, a) in want {
+        if !got.contains_key(&(path.to_string(), t.to_string())) {
+            errs.push(format!("bucket {t} missing, {a} hits acknowledged in it"));
+        }
+    }
+    if extra > unknown {
+        errs.push(format!(
+            "{extra} hits counted beyond those acknowledged (only {unknown} unknown outcomes)"
+        ));
+    }
+    errs
 }
 
 /// The graph CAS-storm workload.
@@ -754,5 +1107,40 @@ impl Graph {
             self.ends.len()
         ));
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_utc_civil_times() {
+        assert_eq!(utc_bucket(0, true), "1970010100");
+        // 2024-02-29 23:59:59.999 UTC and the next millisecond.
+        assert_eq!(utc_bucket(1_709_251_199_999, true), "2024022923");
+        assert_eq!(utc_bucket(1_709_251_200_000, false), "20240301");
+        assert_eq!(utc_bucket(1_798_761_600_000, false), "20270101");
+    }
+
+    #[test]
+    fn a_lost_or_invented_hit_in_a_bucket_is_flagged() {
+        let got: HashMap<(String, String), u64> = [
+            (("/p1".to_string(), "2026112710".to_string()), 3),
+            (("/p1".to_string(), "2026112711".to_string()), 1),
+        ]
+        .into_iter()
+        .collect();
+        let want: HashMap<&str, u64> = [("2026112710", 3), ("2026112711", 1)].into_iter().collect();
+        assert!(check_buckets(&got, "/p1", &want, 0).is_empty());
+        let lost: HashMap<&str, u64> = [("2026112710", 4), ("2026112711", 1)].into_iter().collect();
+        assert_eq!(check_buckets(&got, "/p1", &lost, 0).len(), 1);
+        let fewer: HashMap<&str, u64> =
+            [("2026112710", 2), ("2026112711", 1)].into_iter().collect();
+        assert_eq!(check_buckets(&got, "/p1", &fewer, 0).len(), 1);
+        assert!(check_buckets(&got, "/p1", &fewer, 1).is_empty());
+        let missing: HashMap<&str, u64> = [("2026112712", 1)].into_iter().collect();
+        assert!(!check_buckets(&got, "/p1", &missing, 9).is_empty());
+        assert!(!check_buckets(&got, "/p2", &want, 9).is_empty());
     }
 }

@@ -155,6 +155,9 @@ pub struct Params {
     pub sites: u64,
     /// Graph: relationships in the storm.
     pub edges: u64,
+    /// Counter: hits carry a time spread over this many hours before now (0: now).
+    #[serde(default)]
+    pub counter_hours: u64,
     /// check-and-delete / check-and-mutate: rows (leases, generations) contended for.
     #[serde(default)]
     pub cas_rows: u64,
