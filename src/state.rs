@@ -54,6 +54,8 @@ pub struct AppState {
     /// publishes its own, which the server's metrics middleware records into from the first
     /// request.
     pub ops: std::sync::Arc<crate::ops::ServerOps>,
+    /// When this server's state was built, ms since the epoch: the REST API's `startCode`.
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -67,6 +69,9 @@ impl AppState {
             heatmap: Default::default(),
             clock: Default::default(),
             ops: new_ops(),
+            started_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_millis() as i64),
         }
     }
 }

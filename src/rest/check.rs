@@ -16,7 +16,7 @@
 
 use super::cellset::{self, RowIn};
 use super::media::{negotiate, Repr};
-use super::rows::{check_key, check_qualifier, check_value, split_column};
+use super::params::{check_key, check_qualifier, check_value, split_column};
 use super::rowspec::{parse_column, RowSpec};
 use super::{check_families, table_or_404};
 use crate::error::{ApiError, ApiResult};

@@ -20,19 +20,6 @@ pub const REST_VERSION: &str = "0.0.3";
 /// The name under which the catalog of tables is listed as a region (HBase's meta region).
 const META_REGION_NAME: &str = "hbase:meta,,1";
 
-/// When this process first served the REST API, ms since the epoch (`startCode`).
-static STARTED_MS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(1)
-});
-
-/// Records the start time (called when the routes are registered).
-pub fn mark_started() {
-    std::sync::LazyLock::force(&STARTED_MS);
-}
-
 /// The HBase version we report to clients (`/version/cluster`).
 pub const CLUSTER_VERSION: &str = "2.6.0";
 
@@ -145,7 +132,7 @@ pub async fn status(req: &HttpRequest, state: &AppState, rest: &str) -> ApiResul
         }
     }
     let requests: u64 = regions.iter().map(|r| r.stats.reads + r.stats.writes).sum();
-    let start_code = *STARTED_MS;
+    let start_code = state.started_ms;
     // The catalog of tables is Kura's `hbase:meta`: HBase clients expect to find it listed.
     let meta_name = META_REGION_NAME.to_string();
     let region_name =

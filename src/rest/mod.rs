@@ -8,6 +8,8 @@
 //! - [`cellset`]: the CellSet model in JSON and XML.
 //! - [`meta`]: table list, versions, cluster status, namespaces.
 //! - [`schema`]: `/{t}/schema`, `/{t}/exists`, `/{t}/regions`.
+//! - [`params`]: request parameters shared by rows, `check=` and scanners (limits, columns,
+//!   `v=`, `filter=`).
 //! - [`rows`]: row GET/PUT/POST/DELETE and `multiget`.
 //! - [`check`]: the `check=` modes: put, delete, append, increment.
 //! - [`scanners`]: stateful scanners and stateless scans.
@@ -29,6 +31,7 @@ pub mod check;
 pub mod filters;
 pub mod media;
 pub mod meta;
+pub mod params;
 pub mod rows;
 pub mod rowspec;
 pub mod scanners;
@@ -44,7 +47,6 @@ use kura_backend::TableDescriptor;
 /// Registers the REST API: the default service, dispatched on the raw path, so it gets every
 /// request no fixed prefix of another module matched (and costs no pattern match of its own).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    meta::mark_started();
     cfg.default_service(web::to(dispatch));
 }
 

@@ -23,7 +23,7 @@ use super::filters::{self};
 use super::media::{
     b64_decode, b64_encode, body_repr, negotiate, read_body, url_decode, Query, Repr, XmlShape,
 };
-use super::rows::{filter_param, versions_param, PreparedFilter};
+use super::params::{filter_param, versions_param, PreparedFilter};
 use super::rowspec::parse_column;
 use super::{check_families, spec_family, table_or_404};
 use crate::error::{ApiError, ApiResult};

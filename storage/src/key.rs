@@ -15,6 +15,11 @@
 
 use std::cmp::Ordering;
 
+/// Bytes an in-memory entry is charged on top of its key and value (tree node share, lengths,
+/// seq): the memtable and the replayed log count entries alike, so flush and spill decisions do
+/// not depend on which of the two holds them.
+pub(crate) const ENTRY_OVERHEAD: usize = 64;
+
 /// What an entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]

@@ -12,16 +12,13 @@
 //!    flushes once it exceeds the memtable budget.
 
 use crate::error::Result;
-use crate::key::{cmp_entries, Entry, Kind, MemKey};
+use crate::key::{cmp_entries, Entry, Kind, MemKey, ENTRY_OVERHEAD};
 use crate::merge::EntrySource;
 use crate::replayed::{Replayed, ReplayedCursor};
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry as MapEntry;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-
-/// Bytes charged per entry on top of key and value (tree node share, lengths, seq).
-pub(crate) const ENTRY_OVERHEAD: usize = 64;
 
 #[derive(Debug)]
 pub(crate) struct MemValue {

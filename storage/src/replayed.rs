@@ -20,9 +20,9 @@
 
 use crate::error::{Error, Result};
 use crate::fs::FileBytes;
+use crate::key::ENTRY_OVERHEAD;
 use crate::key::{cmp_entries, Entry, Kind};
 use crate::log::LogRecordRef;
-use crate::memtable::ENTRY_OVERHEAD;
 use std::cmp::Ordering;
 use std::sync::Arc;
 

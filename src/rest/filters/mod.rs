@@ -43,7 +43,7 @@
 //! # Deviations from HBase (row-level evaluation, no state across rows)
 //! 1. Filters see the versions the read returns. HBase filters see every version in the time
 //!    range before `maxVersions` is applied; [`VersionCapped`] restores that when the caller
-//!    reads every version. The REST paths do (`rows::PreparedFilter::new`: stateless scans,
+//!    reads every version. The REST paths do (`params::PreparedFilter::new`: stateless scans,
 //!    multiget, stateful scanners) whenever [`Filter::needs_all_versions`].
 //! 2. `PageFilter` accepts every row; the caller enforces the limit ([`Filter::page_limit`])
 //!    over the whole scan, where HBase counts per region. Nested under `MUST_PASS_ONE`, `SKIP` or
