@@ -23,9 +23,9 @@ use clap::Parser;
 
 use crate::error::{LoadError, Result};
 use crate::keygen::Distribution;
-use crate::report::{self, Machine, Ratio, RunResult, SweepPoint};
+use crate::report::{self, CrashReport, Machine, Ratio, RunResult, SweepPoint};
 use crate::runner::{self, Mode, PhaseConfig, PhaseResult, Spread};
-use crate::server::{wait_healthy, CeilingServer, Fleet, FleetSpec, SpawnBackend};
+use crate::server::{wait_healthy, CeilingServer, Fleet, FleetSpec, SpawnBackend, SpawnedServer};
 use crate::workload::{Params, Verification, Workload, WorkloadName};
 
 /// Parse `10s`, `500ms`, `2m` or a bare number of seconds.
@@ -209,6 +209,12 @@ pub struct Args {
     /// How long the disk probe runs.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub disk_probe_secs: Duration,
+    /// With --spawn-server: kill the (first) server with SIGKILL this long into the run phase,
+    /// start it again on the same port and data dir, and report the recovery time (kill →
+    /// first successful operation). The workload's own check then runs on the restarted
+    /// server; `-w durable-write` reads back every acknowledged write.
+    #[arg(long, value_parser = parse_duration)]
+    pub kill_after: Option<Duration>,
     /// Extra argument for a spawned server (repeatable).
     #[arg(long = "server-arg", allow_hyphen_values = true)]
     pub server_args: Vec<String>,
@@ -266,6 +272,7 @@ impl Args {
             timeout: self.timeout,
             progress: !self.quiet,
             seed,
+            watch: None,
         }
     }
 }
@@ -294,6 +301,7 @@ pub async fn run_once(
     addrs: &[String],
     params: Params,
     seed: u64,
+    kill: Option<&mut SpawnedServer>,
 ) -> Result<RunResult> {
     let first = addrs
         .first()
@@ -337,7 +345,27 @@ pub async fn run_once(
         Some(_) => return Err(LoadError::Args("--rate must be positive".into())),
         None => Mode::Closed,
     };
-    let run = runner::run_phase(&args.phase("run", addrs, mode, seed), workload.clone()).await?;
+    let mut run_cfg = args.phase("run", addrs, mode, seed);
+    let (run, crash) = match (args.kill_after, kill) {
+        (Some(after), Some(server)) => {
+            let watch = Arc::new(runner::KillWatch::new());
+            run_cfg.watch = Some(watch.clone());
+            let (run, crash) = tokio::join!(
+                runner::run_phase(&run_cfg, workload.clone()),
+                kill_and_restart(server, after, &watch)
+            );
+            let mut crash = crash?;
+            crash.recovery_ms = watch.recovery().map(|d| d.as_secs_f64() * 1000.0);
+            (run?, Some(crash))
+        }
+        (Some(_), None) => {
+            return Err(LoadError::Args(
+                "--kill-after needs --spawn-server (kura-load restarts the server it killed)"
+                    .into(),
+            ))
+        }
+        (None, _) => (runner::run_phase(&run_cfg, workload.clone()).await?, None),
+    };
     let peak = run.summary.ok_throughput;
     phases.push(run);
     if args.half_peak {
@@ -418,8 +446,51 @@ pub async fn run_once(
         phases,
         ratios,
         disk,
+        crash,
         verification,
         passed,
+    })
+}
+
+/// Sleep `after`, kill `server` with SIGKILL, start it again on its data dir, and wait for its
+/// `/healthz` (up to two minutes).
+async fn kill_and_restart(
+    server: &mut SpawnedServer,
+    after: Duration,
+    watch: &runner::KillWatch,
+) -> Result<CrashReport> {
+    tokio::time::sleep(after).await;
+    let killed = watch.mark_kill();
+    server.kill9()?;
+    server.restart()?;
+    let restart_ms = killed.elapsed().as_secs_f64() * 1000.0;
+    let deadline = killed + Duration::from_secs(120);
+    loop {
+        let mut conn = crate::client::Conn::new(&server.addr, Duration::from_secs(1))?;
+        if matches!(conn.get("/healthz").await, Ok(r) if r.status == 200) {
+            break;
+        }
+        if server.exited() {
+            return Err(LoadError::Args(format!(
+                "the server {} exited after its restart (see its log with --out)",
+                server.addr
+            )));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(LoadError::Setup {
+                step: format!("restart of {} after kill -9", server.addr),
+                status: 0,
+                body: "no /healthz 200 within 120 s".into(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(CrashReport {
+        server: server.addr.clone(),
+        kill_after_s: after.as_secs_f64(),
+        restart_ms,
+        healthy_ms: killed.elapsed().as_secs_f64() * 1000.0,
+        recovery_ms: None,
     })
 }
 
@@ -492,9 +563,25 @@ async fn servers_of(args: &Args, fleet: &Option<Fleet>) -> Result<Vec<String>> {
 }
 
 async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
-    let server = start_servers(args, args.arbiters).await?;
+    if let Some(after) = args.kill_after {
+        if args.spawn_server.is_none() {
+            return Err(LoadError::Args(
+                "--kill-after needs --spawn-server (kura-load restarts the server it killed)"
+                    .into(),
+            ));
+        }
+        if args.duration.is_none_or(|d| d <= after) {
+            return Err(LoadError::Args(
+                "--kill-after must come before the end of the run: give a --duration longer \
+                 than it"
+                    .into(),
+            ));
+        }
+    }
+    let mut server = start_servers(args, args.arbiters).await?;
     let addrs = servers_of(args, &server).await?;
-    let result = run_once(args, &addrs, args.params(nonce), seed).await?;
+    let kill = server.as_mut().and_then(|f| f.servers.first_mut());
+    let result = run_once(args, &addrs, args.params(nonce), seed, kill).await?;
     drop(server);
     let md = report::summary_markdown(&result);
     println!("{md}");
@@ -510,6 +597,11 @@ async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
 }
 
 async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
+    if args.kill_after.is_some() {
+        return Err(LoadError::Args(
+            "--kill-after runs without --sweep (one server, one run)".into(),
+        ));
+    }
     if args.workload.is_application() && args.sweep_regions.len() > 1 {
         return Err(LoadError::Args(format!(
             "the region sweep needs a workload whose table kura-load creates (PE or YCSB): \
@@ -537,7 +629,7 @@ async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
             a.regions = Some(*regions);
             // A baseline per point: on a shared machine the HTTP ceiling drifts, and a ratio
             // is only honest against a ceiling measured under the same conditions.
-            let r = run_once(&a, &addrs, a.params(nonce + i as u64), seed).await?;
+            let r = run_once(&a, &addrs, a.params(nonce + i as u64), seed, None).await?;
             let run = r.phases.iter().find(|p| p.name == "run");
             let (tput, p50, p99, errs) = run
                 .map(|p| {

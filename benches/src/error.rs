@@ -52,5 +52,13 @@ pub enum LoadError {
     Chart(String),
 }
 
+impl LoadError {
+    /// Whether the request may have reached the server (and a write been applied): false
+    /// only when no connection could be made, so nothing was sent.
+    pub fn may_have_arrived(&self) -> bool {
+        !matches!(self, LoadError::Connect { .. })
+    }
+}
+
 /// Result alias for the load generator.
 pub type Result<T> = std::result::Result<T, LoadError>;

@@ -122,6 +122,23 @@ impl Ratio {
     }
 }
 
+/// What `--kill-after` did and measured: the server killed with SIGKILL during the run phase,
+/// then started again on its data dir.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrashReport {
+    /// The server killed (`host:port`).
+    pub server: String,
+    /// Seconds into the run phase the kill came.
+    pub kill_after_s: f64,
+    /// Kill → the new process started, ms.
+    pub restart_ms: f64,
+    /// Kill → the restarted server's first `/healthz` 200 (polled every 10 ms), ms.
+    pub healthy_ms: f64,
+    /// Kill → the end of the first workload operation sent after the kill that succeeded, ms
+    /// (`None`: none succeeded before the run phase ended).
+    pub recovery_ms: Option<f64>,
+}
+
 /// Everything one invocation measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
@@ -170,6 +187,9 @@ pub struct RunResult {
     /// The disk's fsync latency, probed before the run (`--disk-probe`).
     #[serde(default)]
     pub disk: Option<crate::probe::DiskProbe>,
+    /// The kill -9 and restart of the server during the run (`--kill-after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<CrashReport>,
     /// End-of-run correctness check.
     pub verification: Verification,
     /// No correctness failure.
@@ -321,6 +341,29 @@ pub fn summary_markdown(r: &RunResult) -> String {
                 "\ncheck-and-put retries: {} successful CAS, mean {:.2} / max {} retries each, {} conflicts (304) in all, {} gave up",
                 c.successes, c.mean_retries, c.max_retries, c.conflicts, c.gave_up
             );
+        }
+    }
+    if let Some(c) = &r.crash {
+        let _ = writeln!(s, "\n## kill -9 and restart\n");
+        let _ = writeln!(
+            s,
+            "- server {} killed (SIGKILL) {:.2} s into the run, started again on its data dir after {:.1} ms",
+            c.server, c.kill_after_s, c.restart_ms
+        );
+        let _ = writeln!(s, "- kill → first `/healthz` 200: {:.1} ms", c.healthy_ms);
+        match c.recovery_ms {
+            Some(ms) => {
+                let _ = writeln!(
+                    s,
+                    "- recovery time, kill → first successful operation: {ms:.1} ms"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "- no operation sent after the kill succeeded before the run ended"
+                );
+            }
         }
     }
     let v = &r.verification;
@@ -690,6 +733,13 @@ mod tests {
             baseline: Some(baseline),
             baseline_after: None,
             phases: vec![run],
+            crash: Some(CrashReport {
+                server: "127.0.0.1:1".into(),
+                kill_after_s: 0.5,
+                restart_ms: 2.0,
+                healthy_ms: 120.0,
+                recovery_ms: Some(130.5),
+            }),
             verification: Verification {
                 checked: true,
                 failures: vec!["x skipped".into()],
@@ -730,6 +780,10 @@ mod tests {
         assert!(md.contains("Correctness: FAILED"));
         assert!(md.contains("4 connections, 2 client threads"), "{md}");
         assert!(md.contains("FAIL: x skipped"));
+        assert!(
+            md.contains("recovery time, kill → first successful operation: 130.5 ms"),
+            "{md}"
+        );
     }
 
     #[test]

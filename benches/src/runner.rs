@@ -98,6 +98,69 @@ pub struct PhaseConfig {
     pub progress: bool,
     /// RNG seed.
     pub seed: u64,
+    /// Set when the server is killed during the phase (`--kill-after`): workers report their
+    /// first success after the kill to it, and back off briefly after a failed connection.
+    pub watch: Option<Arc<KillWatch>>,
+}
+
+/// When the server was killed and when the first operation sent after that succeeded.
+#[derive(Debug)]
+pub struct KillWatch {
+    origin: Instant,
+    /// Microseconds after `origin` plus one; 0 while it has not happened.
+    killed_us: AtomicU64,
+    first_ok_us: AtomicU64,
+}
+
+impl Default for KillWatch {
+    fn default() -> Self {
+        KillWatch::new()
+    }
+}
+
+impl KillWatch {
+    /// A watch whose times count from now.
+    pub fn new() -> KillWatch {
+        KillWatch {
+            origin: Instant::now(),
+            killed_us: AtomicU64::new(0),
+            first_ok_us: AtomicU64::new(0),
+        }
+    }
+
+    fn us(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_micros() as u64 + 1
+    }
+
+    /// The server is being killed now.
+    pub fn mark_kill(&self) -> Instant {
+        let now = Instant::now();
+        self.killed_us.store(self.us(now), Ordering::SeqCst);
+        now
+    }
+
+    /// An operation sent at `sent` succeeded: the first one sent after the kill ends the outage.
+    pub fn succeeded(&self, sent: Instant) {
+        let killed = self.killed_us.load(Ordering::SeqCst);
+        if killed == 0 || self.us(sent) <= killed {
+            return;
+        }
+        let _ = self.first_ok_us.compare_exchange(
+            0,
+            self.us(Instant::now()),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
+
+    /// Time from the kill to the end of the first successful operation sent after it.
+    pub fn recovery(&self) -> Option<Duration> {
+        let (k, ok) = (
+            self.killed_us.load(Ordering::SeqCst),
+            self.first_ok_us.load(Ordering::SeqCst),
+        );
+        (k > 0 && ok > 0).then(|| Duration::from_micros(ok.saturating_sub(k)))
+    }
 }
 
 /// The outcome of one phase.
@@ -204,6 +267,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
         let mut conn = worker_conn(&cfg.addrs, cfg.spread, idx, cfg.timeout)?;
         let mut worker = Worker::new(idx, cfg.seed, dist, keys);
         let (mode, max_ops) = (cfg.mode, cfg.ops);
+        let watch = cfg.watch.clone();
         handles.push(tokio::spawn(async move {
             let mut rec = Recorder::new();
             loop {
@@ -244,6 +308,17 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
                 done.fetch_add(1, Ordering::Relaxed);
                 if op.outcome != Outcome::Ok {
                     errors.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(w) = &watch {
+                    match op.outcome {
+                        Outcome::Ok => w.succeeded(sent),
+                        // The server is down: a connection refused comes back at once, and
+                        // spinning on it would take the CPU the restarting server needs.
+                        Outcome::Transport | Outcome::Timeout => {
+                            tokio::time::sleep(Duration::from_millis(5)).await
+                        }
+                        _ => {}
+                    }
                 }
             }
             rec
@@ -451,6 +526,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             progress: false,
             seed: 1,
+            watch: None,
         }
     }
 
@@ -526,5 +602,28 @@ mod tests {
         assert_eq!(metric_sum(text, "kura_region_fsyncs_total"), Some(7.0));
         assert_eq!(metric_sum(text, "kura_region_fsyncs_slow_total"), Some(1.0));
         assert_eq!(metric_sum(text, "kura_region_flushes_total"), None);
+    }
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::*;
+
+    #[test]
+    fn only_an_operation_sent_after_the_kill_ends_the_outage() {
+        let w = KillWatch::new();
+        let before = Instant::now();
+        w.succeeded(before);
+        assert_eq!(w.recovery(), None, "no kill yet");
+        std::thread::sleep(Duration::from_millis(2));
+        w.mark_kill();
+        w.succeeded(before);
+        assert_eq!(w.recovery(), None, "sent before the kill");
+        std::thread::sleep(Duration::from_millis(2));
+        w.succeeded(Instant::now());
+        let first = w.recovery().expect("recovered");
+        std::thread::sleep(Duration::from_millis(2));
+        w.succeeded(Instant::now());
+        assert_eq!(w.recovery(), Some(first), "the first success counts");
     }
 }

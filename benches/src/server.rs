@@ -5,6 +5,8 @@
 //! 1. The spawned server gets its own free port on 127.0.0.1 and its own temporary data
 //!    directory, removed when the handle is dropped.
 //! 2. The handle kills exactly the child it started (by its process handle), never by name.
+//!    `--kill-after` kills it with SIGKILL and starts it again with the same command line: same
+//!    port, same data directory, its log appended to.
 //! 3. A [`Fleet`] on the Bigtable backend serves one instance (`p`/`i`) of one emulator from
 //!    every server; an emulator the fleet started is killed after its servers.
 
@@ -21,6 +23,47 @@ pub struct SpawnedServer {
     /// `127.0.0.1:port`.
     pub addr: String,
     _data: tempfile::TempDir,
+    /// How it was started, to start it again on the same port and data dir.
+    launch: Launch,
+}
+
+/// A server's command line, environment and log file.
+struct Launch {
+    binary: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    env: Vec<(String, String)>,
+    log: Option<PathBuf>,
+}
+
+impl Launch {
+    /// Start the process; `append` keeps the log of an earlier start.
+    fn spawn(&self, append: bool) -> Result<Child> {
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(&self.args).stdin(Stdio::null());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        match &self.log {
+            Some(log) => {
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(append)
+                    .write(true)
+                    .truncate(!append)
+                    .open(log)?;
+                cmd.stdout(f.try_clone()?).stderr(f);
+            }
+            None => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        cmd.spawn().map_err(|e| {
+            LoadError::Args(format!(
+                "cannot start server {}: {e}",
+                self.binary.display()
+            ))
+        })
+    }
 }
 
 /// A free TCP port on 127.0.0.1 (bound then released).
@@ -57,46 +100,65 @@ impl SpawnedServer {
         let data = tempfile::Builder::new()
             .prefix("kura-load-data-")
             .tempdir()?;
-        let mut cmd = Command::new(binary);
-        cmd.arg("--bind")
-            .arg(&addr)
-            .arg("--data-dir")
-            .arg(data.path());
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--bind".into(),
+            addr.clone().into(),
+            "--data-dir".into(),
+            data.path().as_os_str().to_owned(),
+        ];
         if let Some(a) = arbiters {
             // Thread per core (the server's default), the regions run on the HTTP workers: the
             // worker count is the region thread count. With `--thread-per-core false` in
             // `extra`, this gives as many HTTP workers as region arbiters.
-            cmd.arg("--workers")
-                .arg(a.to_string())
-                .arg("--arbiters")
-                .arg(a.to_string());
+            args.extend(["--workers".into(), a.to_string().into()]);
+            args.extend(["--arbiters".into(), a.to_string().into()]);
         }
         if let Some(d) = durability {
-            cmd.arg("--durability").arg(d);
+            args.extend(["--durability".into(), d.into()]);
         }
-        cmd.args(extra).stdin(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        match log_dir {
+        args.extend(extra.iter().map(Into::into));
+        let log = match log_dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
-                let log: PathBuf = dir.join(format!("server-{port}.log"));
-                let f = std::fs::File::create(log)?;
-                cmd.stdout(f.try_clone()?).stderr(f);
+                Some(dir.join(format!("server-{port}.log")))
             }
-            None => {
-                cmd.stdout(Stdio::null()).stderr(Stdio::null());
-            }
-        }
-        let child = cmd.spawn().map_err(|e| {
-            LoadError::Args(format!("cannot start server {}: {e}", binary.display()))
-        })?;
+            None => None,
+        };
+        let launch = Launch {
+            binary: binary.to_path_buf(),
+            args,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            log,
+        };
         Ok(SpawnedServer {
-            child,
+            child: launch.spawn(false)?,
             addr,
             _data: data,
+            launch,
         })
+    }
+
+    /// Kill the server with SIGKILL (no shutdown of any kind) and reap it.
+    pub fn kill9(&mut self) -> Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Start the server again with the same command: same port, same data dir, its log
+    /// appended to.
+    pub fn restart(&mut self) -> Result<()> {
+        if !self.exited() {
+            return Err(LoadError::Args(format!(
+                "server {} is still running; kill it before restarting",
+                self.addr
+            )));
+        }
+        self.child = self.launch.spawn(true)?;
+        Ok(())
     }
 
     /// Whether the child already exited.

@@ -21,7 +21,8 @@
 //! 1. Every run writes under ids derived from its nonce, so data left by earlier runs in the
 //!    same tables cannot satisfy or break this run's checks.
 //! 2. A write whose outcome is unknown (timeout, broken connection) is counted in `unknown`
-//!    and widens the accepted range by one; it is never assumed to have happened or not.
+//!    and widens the accepted range by one; it is never assumed to have happened or not. A
+//!    write whose connection could not be made (a server down) sent nothing and is not counted.
 //! 3. With several servers, the final state is read from each of them in full and checked
 //!    against the same acknowledged operations; a failure names the server (`[host:port]`).
 
@@ -322,7 +323,7 @@ impl ListApp {
                         }
                     }
                 }
-                (Err(_), _) => {
+                (Err(e), _) if e.may_have_arrived() => {
                     self.unknown.fetch_add(1, Ordering::Relaxed);
                 }
                 _ => {}
@@ -691,7 +692,7 @@ impl Counter {
                         _ => outcome = Outcome::Invalid,
                     }
                 }
-                (Err(_), _) => {
+                (Err(e), _) if e.may_have_arrived() => {
                     self.unknown.fetch_add(1, Ordering::Relaxed);
                 }
                 _ => {}

@@ -22,7 +22,7 @@
 //! # Invariants
 //! 1. A write whose outcome is unknown (timeout, broken connection) widens what the final
 //!    check accepts for its row (or, for a lease, stops checking that lease); it is never
-//!    assumed to have happened or not.
+//!    assumed to have happened or not. One whose connection could not be made sent nothing.
 //! 2. A well-formed answer that contradicts what was acknowledged is an `invalid` operation
 //!    and a stored failure, which fails the run.
 
@@ -188,7 +188,7 @@ impl Cas {
                     op.outcome = Outcome::Invalid;
                 }
             }
-            (Err(_), _) => {
+            (Err(e), _) if e.may_have_arrived() => {
                 let mut a = self.appends.lock().unwrap_or_else(|p| p.into_inner());
                 a.entry(i).or_default().unknown += 1;
             }
@@ -244,10 +244,11 @@ impl Cas {
                     outcome = Outcome::Invalid;
                 }
                 Ok(_) => {}
-                Err(_) => {
+                Err(err) if err.may_have_arrived() => {
                     e.tainted = true;
                     e.holder = None;
                 }
+                Err(_) => {}
             }
             return Op {
                 kind: "release",
@@ -312,10 +313,11 @@ impl Cas {
             }
             Ok(resp) if resp.status == 304 => rec.count("claim_taken", 1),
             Ok(_) => {}
-            Err(_) => {
+            Err(err) if err.may_have_arrived() => {
                 e.tainted = true;
                 e.holder = None;
             }
+            Err(_) => {}
         }
         Op {
             kind: "claim",
@@ -424,8 +426,10 @@ impl Cas {
                         rows: 0,
                     }
                 }
-                Err(_) => {
-                    self.gens_unknown[i as usize].fetch_add(1, Ordering::Relaxed);
+                Err(e) => {
+                    if e.may_have_arrived() {
+                        self.gens_unknown[i as usize].fetch_add(1, Ordering::Relaxed);
+                    }
                     return Op {
                         kind: "check_and_mutate",
                         outcome: judge(&r, &[200]),

@@ -5,6 +5,7 @@
 //! - `pe.rs`: HBase PerformanceEvaluation operations on `TestTable` (family `info`).
 //! - `ycsb.rs`: YCSB core workloads A–F on `usertable` (family `f`, `field0..field9`).
 //! - `cas.rs`: append, check-and-delete and check-and-mutate with their oracles.
+//! - `durable.rs`: the ledger of acknowledged writes read back at the end (`--kill-after`).
 //! - `apps.rs`: the four applications under `/apps/` with their correctness oracles.
 //!
 //! # Invariants
@@ -18,6 +19,7 @@
 
 pub mod apps;
 pub mod cas;
+pub mod durable;
 pub mod pe;
 pub mod ycsb;
 
@@ -80,6 +82,9 @@ pub enum WorkloadName {
     /// Compare-and-set loops: a multi-cell `check=put` of a generation and two cells; retries
     /// per loop are reported.
     CheckAndMutate,
+    /// Unique one-row PUTs kept in a ledger and read back in full at the end: with
+    /// `--kill-after`, no acknowledged write may be lost across the kill and restart.
+    DurableWrite,
     /// YCSB A: 50% read / 50% update, zipfian.
     YcsbA,
     /// YCSB B: 95% read / 5% update, zipfian.
@@ -270,6 +275,8 @@ pub enum Workload {
     Graph(apps::Graph),
     /// Append, check-and-delete, check-and-mutate.
     Cas(cas::Cas),
+    /// The acknowledged-write ledger.
+    Durable(durable::Durable),
 }
 
 impl Workload {
@@ -297,6 +304,7 @@ impl Workload {
             W::Append | W::CheckAndDelete | W::CheckAndMutate => {
                 Workload::Cas(cas::Cas::new(name, params))
             }
+            W::DurableWrite => Workload::Durable(durable::Durable::new(params)),
             W::Blog => Workload::Blog(apps::Blog::new(params)),
             W::Actions => Workload::Actions(apps::ListApp::new_actions(params)),
             W::Counter => Workload::Counter(apps::Counter::new(params)),
@@ -313,6 +321,7 @@ impl Workload {
             Workload::Blog(_) | Workload::Actions(_) | Workload::Counter(_) => Ok(()),
             Workload::Graph(w) => w.prepare(conn).await,
             Workload::Cas(w) => w.prepare(conn).await,
+            Workload::Durable(w) => w.prepare(conn).await,
         }
     }
 
@@ -358,6 +367,7 @@ impl Workload {
             Workload::Counter(c) => c.op(w, conn, rec).await,
             Workload::Graph(g) => g.op(w, conn, rec).await,
             Workload::Cas(c) => c.op(w, conn, rec).await,
+            Workload::Durable(d) => d.op(w, conn, rec).await,
         }
     }
 
@@ -370,6 +380,7 @@ impl Workload {
             Workload::Counter(c) => c.verify(conns).await,
             Workload::Graph(g) => g.verify(conns).await,
             Workload::Cas(c) => c.verify(conns).await,
+            Workload::Durable(d) => d.verify(conns).await,
         }
     }
 }

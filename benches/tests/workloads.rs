@@ -1,0 +1,348 @@
+//! kura-load's workloads against a real Kura server (the `kura` binary of this workspace, built
+//! on demand): each workload runs for about a second and its correctness check must pass; state
+//! altered behind the tool's back must be flagged by the same check; a server killed with
+//! SIGKILL mid-run must lose no acknowledged write.
+//!
+//! The server binary is `target/<profile>/kura` beside this test's own binary, brought up to
+//! date first with the cargo that builds this test (`cargo build -p kura`, a no-op when it is).
+//! `KURA_BIN` names another one.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use clap::Parser;
+use kura_bench::cli::{main_with, Args};
+use kura_bench::client::Conn;
+use kura_bench::report::RunResult;
+use kura_bench::runner::{self, Mode, PhaseConfig, Spread};
+use kura_bench::server::{wait_healthy, SpawnedServer};
+use kura_bench::workload::{Params, Workload, WorkloadName};
+
+/// The `kura` server binary (built once per test process if missing).
+fn kura_bin() -> PathBuf {
+    static BIN: OnceLock<Mutex<Option<PathBuf>>> = OnceLock::new();
+    let mut guard = BIN
+        .get_or_init(|| Mutex::new(None))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(b) = guard.as_ref() {
+        return b.clone();
+    }
+    let bin = match std::env::var_os("KURA_BIN") {
+        Some(b) => PathBuf::from(b),
+        None => {
+            // target/<profile>/deps/<this test> → target/<profile>/kura
+            let exe = std::env::current_exe().expect("test binary path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("test binary under target/<profile>/deps")
+                .to_path_buf();
+            // Always through cargo: a no-op when the binary is up to date, and never a stale
+            // server left by an older build.
+            let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-p", "kura", "--bin", "kura", "--target-dir"])
+                .arg(&target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build -p kura");
+            assert!(status.success(), "cargo build -p kura failed");
+            profile_dir.join("kura")
+        }
+    };
+    assert!(bin.exists(), "no kura binary at {}", bin.display());
+    *guard = Some(bin.clone());
+    bin
+}
+
+/// Run kura-load with `args` against a spawned server; its exit code and result.json.
+fn kura_load(args: &[&str]) -> (i32, RunResult) {
+    let out = tempfile::tempdir().expect("out dir");
+    let bin = kura_bin();
+    let mut argv: Vec<String> = vec![
+        "kura-load".into(),
+        "--spawn-server".into(),
+        bin.display().to_string(),
+        "--no-baseline".into(),
+        "-q".into(),
+        "-c".into(),
+        "4".into(),
+        "--out".into(),
+        out.path().display().to_string(),
+    ];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let parsed = Args::try_parse_from(argv).expect("kura-load arguments");
+    let code = main_with(parsed);
+    let text = std::fs::read_to_string(out.path().join("result.json")).expect("result.json");
+    let result: RunResult = serde_json::from_str(&text).expect("result.json parses");
+    (code, result)
+}
+
+fn run_phase(r: &RunResult) -> &runner::PhaseResult {
+    r.phases
+        .iter()
+        .find(|p| p.name == "run")
+        .expect("a run phase")
+}
+
+#[test]
+fn each_new_scan_answers_exactly_its_rows() {
+    for w in ["prefix-scan", "reverse-scan", "filtered-scan"] {
+        let (code, r) = kura_load(&["-w", w, "-d", "1s", "--rows", "1000"]);
+        let run = run_phase(&r);
+        assert_eq!(code, 0, "{w}: {:?}", r.verification);
+        assert!(run.summary.ops > 0, "{w} ran no operation");
+        assert_eq!(
+            run.summary.errors, 0,
+            "{w}: {:?}",
+            run.summary.errors_by_status
+        );
+        assert!(run.summary.rows > 0, "{w} returned no rows");
+    }
+}
+
+#[test]
+fn each_read_modify_write_workload_passes_its_check() {
+    for w in ["append", "check-and-delete", "check-and-mutate"] {
+        let (code, r) = kura_load(&["-w", w, "-d", "1s", "--rows", "200", "--cas-rows", "4"]);
+        assert_eq!(code, 0, "{w}: {:?}", r.verification);
+        assert!(
+            r.verification.checked && r.passed,
+            "{w}: {:?}",
+            r.verification
+        );
+        assert_eq!(run_phase(&r).summary.errors, 0, "{w}");
+        if w == "check-and-mutate" {
+            let cas = run_phase(&r).summary.cas.clone().expect("retries reported");
+            assert!(cas.successes > 0);
+            assert_eq!(cas.gave_up, 0);
+            assert!(cas.max_retries as f64 >= cas.mean_retries);
+        }
+    }
+}
+
+#[test]
+fn blog_walks_category_lists_and_counter_reads_hour_and_day_ranges() {
+    let (code, r) = kura_load(&["-w", "blog", "-d", "1s", "--users", "4"]);
+    assert_eq!(code, 0, "{:?}", r.verification);
+    assert!(run_phase(&r).summary.kinds.contains_key("category_walk"));
+    assert!(
+        r.verification
+            .notes
+            .iter()
+            .any(|n| n.contains("(user, category) lists walked in full")),
+        "{:?}",
+        r.verification.notes
+    );
+    let (code, r) = kura_load(&[
+        "-w",
+        "counter",
+        "-d",
+        "1s",
+        "--urls",
+        "20",
+        "--counter-hours",
+        "30",
+    ]);
+    assert_eq!(code, 0, "{:?}", r.verification);
+    let kinds = &run_phase(&r).summary.kinds;
+    assert!(
+        kinds.contains_key("hourly") && kinds.contains_key("daily"),
+        "{kinds:?}"
+    );
+    assert!(
+        r.verification
+            .notes
+            .iter()
+            .any(|n| n.contains("hour buckets")),
+        "{:?}",
+        r.verification.notes
+    );
+}
+
+#[test]
+fn a_kill_9_mid_run_loses_no_acknowledged_write() {
+    let (code, r) = kura_load(&["-w", "durable-write", "-d", "3s", "--kill-after", "1s"]);
+    assert_eq!(code, 0, "{:?}", r.verification);
+    let crash = r.crash.clone().expect("a crash report");
+    assert!(crash.healthy_ms > 0.0);
+    assert!(
+        crash.recovery_ms.is_some(),
+        "no operation succeeded after the restart"
+    );
+    assert!(
+        r.verification.notes.iter().any(|n| n.contains(", 0 lost")),
+        "{:?}",
+        r.verification.notes
+    );
+}
+
+#[test]
+fn kill_after_without_a_spawned_server_is_refused() {
+    let a = Args::try_parse_from([
+        "kura-load",
+        "--target",
+        "127.0.0.1:1",
+        "-w",
+        "durable-write",
+        "-d",
+        "2s",
+        "--kill-after",
+        "1s",
+    ])
+    .expect("parse");
+    assert_eq!(main_with(a), 2);
+}
+
+fn params(rows: u64) -> Params {
+    Params {
+        rows,
+        value_size: 16,
+        multiget: 2,
+        records: 10,
+        field_length: 10,
+        distribution: None,
+        regions: None,
+        no_load: false,
+        load_batch: 10,
+        expected_ops: 100,
+        users: 1,
+        urls: 1,
+        sites: 1,
+        edges: 1,
+        cas_rows: 1,
+        counter_hours: 0,
+        nonce: 1,
+    }
+}
+
+/// Start a server, prepare `name` and run `ops` operations of it over 2 connections.
+async fn ran(name: WorkloadName, ops: u64) -> (SpawnedServer, Arc<Workload>, Conn) {
+    let server = SpawnedServer::start(&kura_bin(), None, None, &[], None).expect("server");
+    wait_healthy(&server.addr, Duration::from_secs(60))
+        .await
+        .expect("healthy");
+    let workload = Arc::new(Workload::new(name, &params(50)));
+    let mut conn = Conn::new(&server.addr, Duration::from_secs(10)).expect("conn");
+    workload.prepare(&mut conn).await.expect("prepare");
+    let cfg = PhaseConfig {
+        name: "run".into(),
+        addrs: vec![server.addr.clone()],
+        spread: Spread::Request,
+        connections: 2,
+        duration: None,
+        ops: Some(ops),
+        mode: Mode::Closed,
+        timeout: Duration::from_secs(10),
+        progress: false,
+        seed: 7,
+        watch: None,
+    };
+    let run = runner::run_phase(&cfg, workload.clone())
+        .await
+        .expect("run");
+    assert_eq!(run.summary.errors, 0, "{:?}", run.summary.errors_by_status);
+    (server, workload, conn)
+}
+
+fn one_cell(key: &str, column: &[u8], value: &[u8]) -> String {
+    kura_bench::cellset::one_row(
+        key.as_bytes(),
+        &[kura_bench::cellset::CellRef { column, value }],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_or_altered_acknowledged_write_is_flagged() {
+    let (_server, workload, mut conn) = ran(WorkloadName::DurableWrite, 40).await;
+    let before = workload
+        .verify(std::slice::from_mut(&mut conn))
+        .await
+        .expect("verify");
+    assert!(before.passed(), "{:?}", before.failures);
+    // Each worker's first write (keys `{worker:04}-{seq:010}`): one altered, one deleted.
+    let r = conn
+        .put_json(
+            "/kura_load_durable/0000-0000000001",
+            one_cell("0000-0000000001", b"f:v", b"not what was written"),
+        )
+        .await
+        .expect("put");
+    assert_eq!(r.status, 200);
+    let r = conn
+        .delete("/kura_load_durable/0001-0000000001")
+        .await
+        .expect("delete");
+    assert_eq!(r.status, 200);
+    let after = workload
+        .verify(std::slice::from_mut(&mut conn))
+        .await
+        .expect("verify");
+    let text = after.failures.join("\n");
+    assert!(text.contains("1 acknowledged writes lost"), "{text}");
+    assert!(
+        text.contains("1 writes read back with another value"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_check_and_mutate_row_is_flagged() {
+    // One row (`--cas-rows 1`): every loop of both connections contends for m000000.
+    let (_server, workload, mut conn) = ran(WorkloadName::CheckAndMutate, 30).await;
+    let before = workload
+        .verify(std::slice::from_mut(&mut conn))
+        .await
+        .expect("verify");
+    assert!(before.passed(), "{:?}", before.failures);
+    let r = conn
+        .put_json(
+            "/kura_load_cas/m000000",
+            one_cell("m000000", b"f:a", b"1:someone-else"),
+        )
+        .await
+        .expect("put");
+    assert_eq!(r.status, 200);
+    let after = workload
+        .verify(std::slice::from_mut(&mut conn))
+        .await
+        .expect("verify");
+    assert!(
+        after.failures.iter().any(|f| f.contains("applied in part")),
+        "{:?}",
+        after.failures
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_behind_the_holders_back_is_flagged() {
+    let (_server, workload, mut conn) = ran(WorkloadName::CheckAndDelete, 60).await;
+    let before = workload
+        .verify(std::slice::from_mut(&mut conn))
+        .await
+        .expect("verify");
+    assert!(before.passed(), "{:?}", before.failures);
+    // Whatever the lease's state, an owner no worker ever wrote is wrong.
+    let r = conn
+        .put_json(
+            "/kura_load_cas/l000000",
+            one_cell("l000000", b"f:owner", b"intruder"),
+        )
+        .await
+        .expect("put");
+    assert_eq!(r.status, 200);
+    let after = workload
+        .verify(std::slice::from_mut(&mut conn))
+        .await
+        .expect("verify");
+    assert!(
+        after.failures.iter().any(|f| f.contains("l000000")),
+        "{:?}",
+        after.failures
+    );
+}
