@@ -7,7 +7,8 @@
 //! - `stats.rs`: HdrHistogram bookkeeping and the per-second timeline.
 //! - `keygen.rs`: YCSB key choosers (scrambled zipfian, uniform, latest).
 //! - `cellset.rs`: building and reading HBase REST CellSet JSON.
-//! - `workload/`: PE operations, YCSB A–F, the four apps with their correctness oracles.
+//! - `workload/`: PE operations and scans, append / check-and-delete / check-and-mutate,
+//!   YCSB A–F, the four apps, the acknowledged-write ledger; each with its correctness oracle.
 //! - `report.rs`: `result.json`, `summary.md`, SVG charts, the sweep table.
 //! - `server.rs`: starting a server binary on a free port for a run or a sweep.
 //! - `probe.rs`: the disk's own fsync latency (`--disk-probe`), the floor of a synced write.
