@@ -229,8 +229,8 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub body_timeout_secs: u64,
 
-    /// Client requests a region may have in flight (queued or being served); past it a request
-    /// answers 503 at once.
+    /// Client requests a region may have in flight (waiting in its mailbox or being served);
+    /// past it a request answers 503 at once. `--mailbox-capacity` is an older name for it.
     #[arg(
         long = "region-in-flight",
         alias = "mailbox-capacity",

@@ -4,7 +4,7 @@
 //!
 //! Regression tests for the audit of the HTTP edge (RELIABILITY.md "hostile HTTP"):
 //! - a multiget of thousands of rows used to answer 503 (it put every read in flight at once and
-//!   filled the region's mailbox);
+//!   filled the region's in-flight gate);
 //! - negative path timestamps and reversed `t1,t2` ranges were silently empty (404) or deleted
 //!   nothing (200); negative or reversed scanner time ranges were accepted.
 

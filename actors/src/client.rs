@@ -444,7 +444,8 @@ impl Kura {
         make: impl Fn(u32, messages::Reply<T>) -> M,
     ) -> Result<T>
     where
-        M: Into<messages::ClientRequest>,
+        M: actix::Message<Result = ()> + Send + 'static,
+        crate::region::RegionActor: actix::Handler<M>,
     {
         let mut reroute = Reroute::new();
         loop {

@@ -27,12 +27,12 @@
 //!     │                                              │  publishes new snapshots into
 //!     ▼                                              ▼
 //!   RegionHandle (in-flight gate: Overloaded)    routing table (DashMap<table, Arc<TableRoute>>)
-//!     │ request + oneshot responder on the region's request queue (tokio channel);
-//!     │ control messages (flush, split, stats, close) through the actix mailbox
+//!     │ request + oneshot responder, an actix message (do_send) into the region's
+//!     │ one mailbox; control messages (flush, split, stats, close) queue there too
 //!     ▼
 //!   RegionActor on arbiter k ── RegionStore (log, memtable, segments)
 //!     reads: answered in the handler
-//!     writes: queued; ctx.notify(Commit) runs after the request queue drains:
+//!     writes: queued; ctx.notify(Commit) runs after the waiting messages:
 //!             one write_batch = one fsync for every queued write, then all answered
 //!     NotOwner (bucket moved by a split) ──► handle re-reads the routing table and retries
 //! ```
@@ -45,13 +45,12 @@
 //!    of one actor and break single ownership.
 //! 3. The router does no request work and no I/O on its thread (the catalog is written on a
 //!    blocking thread); requests never pass through it.
-//! 4. Request queues are bounded by an in-flight gate per region in the handle: past
-//!    `in_flight_limit` requests a caller gets `Overloaded` at once rather than queueing
-//!    without bound. A request holds its slot until the region answers or drops it (the slot
-//!    travels in its `Reply`), even if its caller stopped waiting. Client requests travel on a
-//!    tokio channel rather than the actix mailbox, which allocates two heap blocks per message
-//!    on the sender's thread that the region's thread frees (a cross-thread free, ~0.1 µs
-//!    each here); the mailbox carries the few control messages.
+//! 4. A region has one inbox, its actix mailbox, for client requests and control messages
+//!    alike, so one order holds between them. What waits there is bounded by an in-flight
+//!    gate per region in the handle, not by actix's mailbox capacity (messages go in with
+//!    `do_send`): past `in_flight_limit` client requests a caller gets `Overloaded` at once
+//!    rather than queueing without bound. A request holds its slot until the region answers
+//!    or drops it (the slot travels in its `Reply`), even if its caller stopped waiting.
 //! 5. Background work stays off the region's thread where it can: compactions run on threads
 //!    of their own (`background.rs`; `compaction_task` is `Send`) and are installed back on the actor; a region
 //!    starts a minor compaction by itself once it holds 6 segments, and a major one right

@@ -1,9 +1,13 @@
 //! The messages a region actor handles, one small documented struct per operation.
 //!
-//! Every request message carries its own responder (a tokio oneshot) instead of using actix's
-//! built-in reply: a write is answered only after the group commit that makes it durable, which
-//! happens after the handler has returned, and the handle bounds in-flight requests itself
-//! (see [`crate::routing::RegionHandle`]).
+//! Client requests (get, multi-get, scan, write) and control messages (flush, split, stats,
+//! close...) are all actix messages with a `Handler` each, sent to the actor's `Addr` with
+//! `do_send`: one mailbox per region carries both kinds, in the order they were sent.
+//!
+//! Every message carries its own responder (a tokio oneshot) instead of using actix's built-in
+//! reply: a write is answered only after the group commit that makes it durable, which happens
+//! after the handler has returned, and the handle bounds in-flight client requests itself (see
+//! [`crate::routing::RegionHandle`]).
 //!
 //! Requests that address rows carry the salt bucket the sender routed them by (or, for scans, the
 //! bucket range the sender believes the region owns). A region that no longer owns it answers
@@ -64,28 +68,9 @@ impl Drop for InFlightSlot {
     }
 }
 
-/// A client request: what a region's request queue carries (see
-/// [`crate::routing::RegionHandle::call`]). Control messages (flush, split, stats, close...) go
-/// through the actor's actix mailbox instead.
-pub(crate) enum ClientRequest {
-    Get(Get),
-    MultiGet(MultiGet),
-    Scan(ScanRegion),
-    Write(Write),
-}
-
-macro_rules! into_request {
-    ($($message:ident => $variant:ident),*) => {
-        $(impl From<$message> for ClientRequest {
-            fn from(m: $message) -> ClientRequest {
-                ClientRequest::$variant(m)
-            }
-        })*
-    };
-}
-into_request!(Get => Get, MultiGet => MultiGet, ScanRegion => Scan, Write => Write);
-
 /// Read one row.
+#[derive(Message)]
+#[rtype(result = "()")]
 pub(crate) struct Get {
     pub bucket: u32,
     pub row: Vec<u8>,
@@ -95,6 +80,8 @@ pub(crate) struct Get {
 }
 
 /// Read several rows of this region, answered in request order.
+#[derive(Message)]
+#[rtype(result = "()")]
 pub(crate) struct MultiGet {
     pub rows: OneOrMore<(u32, Vec<u8>)>,
     pub read: ReadSpec,
@@ -103,6 +90,8 @@ pub(crate) struct MultiGet {
 
 /// One page of this region's part of a scan. `expect` is the bucket range the sender believes
 /// the region owns; if it differs the region answers `NotOwner` (rows may have moved).
+#[derive(Message)]
+#[rtype(result = "()")]
 pub(crate) struct ScanRegion {
     pub expect: (u32, u32),
     pub spec: ScanSpec,
@@ -130,6 +119,8 @@ pub(crate) type OneOrMore<T> = smallvec::SmallVec<[T; 1]>;
 
 /// Writes (puts, deletes, increments, appends, check-and-mutates), each tagged with its row's
 /// bucket. Queued and committed with the other waiting writes under one fsync.
+#[derive(Message)]
+#[rtype(result = "()")]
 pub(crate) struct Write {
     pub ops: OneOrMore<(u32, KeyedWrite)>,
     pub reply: Reply<OneOrMore<OpResult>>,
@@ -208,7 +199,7 @@ pub(crate) struct Close {
 }
 
 /// Internal: commit the writes queued so far (scheduled with `ctx.notify`, so it runs after the
-/// request queue has been drained).
+/// messages already waiting in the mailbox have been handled).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Commit;
@@ -225,6 +216,3 @@ pub(crate) struct AutoSplit {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct AutoSplitFailed;
-
-/// The sending side of a region's request queue.
-pub(crate) type RequestSender = tokio::sync::mpsc::UnboundedSender<ClientRequest>;

@@ -196,12 +196,12 @@ impl Layout {
             router,
             existing,
         };
-        let (addr, requests) = RegionActor::launch(spec, &self.arbiters[arbiter]);
+        let addr = RegionActor::launch(spec, &self.arbiters[arbiter]);
         Ok(RegionRoute {
             bucket_start: meta.bucket_start,
             bucket_end: meta.bucket_end,
             arbiter,
-            handle: RegionHandle::new(meta.id, addr, requests, self.settings.in_flight_limit),
+            handle: RegionHandle::new(meta.id, addr, self.settings.in_flight_limit),
         })
     }
 

@@ -9,12 +9,13 @@
 //! 1. A snapshot's regions are sorted by `bucket_start` and tile `[0, buckets)`.
 //! 2. Snapshots are replaced only by the router, after the catalog change they reflect is
 //!    durable.
-//! 3. A request holds at most `capacity` in-flight slots per region; past that it is refused
-//!    with `Overloaded` instead of queueing without bound.
+//! 3. A region has at most `capacity` client requests in flight (waiting in its mailbox or
+//!    being served); past that a request is refused with `Overloaded` instead of queueing
+//!    without bound.
 
 use crate::catalog::TableDescriptor;
 use crate::error::ActorError;
-use crate::messages::{ClientRequest, InFlightSlot, Reject, Reply, RequestSender};
+use crate::messages::{InFlightSlot, Reject, Reply};
 use crate::region::RegionActor;
 use actix::{Addr, Handler, Message};
 use dashmap::DashMap;
@@ -29,41 +30,34 @@ pub(crate) struct BucketActivity {
     pub writes: AtomicU64,
 }
 
-/// The ways into a region actor (its request queue for client requests, its mailbox for control
+/// The way into a region actor (its address: one mailbox for client requests and control
 /// messages) plus its in-flight gate.
 #[derive(Clone)]
 pub(crate) struct RegionHandle {
     pub id: u64,
-    /// The actor's mailbox: control messages.
+    /// The actor's address.
     pub addr: Addr<RegionActor>,
-    /// The actor's request queue: client requests (see [`RegionHandle::call`]).
-    requests: RequestSender,
     inflight: Arc<AtomicUsize>,
     capacity: usize,
 }
 
 impl RegionHandle {
-    pub fn new(id: u64, addr: Addr<RegionActor>, requests: RequestSender, capacity: usize) -> Self {
+    pub fn new(id: u64, addr: Addr<RegionActor>, capacity: usize) -> Self {
         RegionHandle {
             id,
             addr,
-            requests,
             inflight: Arc::new(AtomicUsize::new(0)),
             capacity: capacity.max(1),
         }
     }
 
     /// Send a client request built around a fresh responder and wait for its answer. Refused
-    /// with `Overloaded` when `capacity` requests are already in flight to this region.
-    ///
-    /// Client requests travel on a queue of their own, a tokio channel the actor drains as it
-    /// would its mailbox (`RequestQueue` in `region/requests.rs`), rather than through the actix mailbox:
-    /// the mailbox boxes every message and links it in a node of its own, two heap blocks the
-    /// caller's thread allocates and the region's thread frees, per request, where the tokio
-    /// channel stores requests in place in blocks of 32 slots it recycles.
+    /// with `Overloaded` when `capacity` requests are already in flight to this region: the
+    /// gate is the bound on what waits in the region's mailbox.
     pub async fn call<M, T>(&self, make: impl FnOnce(Reply<T>) -> M) -> Result<T, Reject>
     where
-        M: Into<ClientRequest>,
+        M: Message<Result = ()> + Send + 'static,
+        RegionActor: Handler<M>,
     {
         if self.inflight.fetch_add(1, Ordering::AcqRel) >= self.capacity {
             self.inflight.fetch_sub(1, Ordering::AcqRel);
@@ -72,23 +66,34 @@ impl RegionHandle {
         // The slot travels with the responder: freed when the region answers or drops the
         // request, even if this caller stops waiting first.
         let slot = InFlightSlot(self.inflight.clone());
-        let (tx, rx) = oneshot::channel();
-        // A closed queue (the actor stopped) drops the request, and with it the responder.
-        let _ = self.requests.send(make(Reply::new(tx, Some(slot))).into());
-        self.answer(rx).await
+        self.send(make, Some(slot)).await
     }
 
-    /// A control message, through the actor's mailbox, without the gate: the router's and
-    /// the operators' messages must get through even when clients saturate the region.
+    /// A control message, without the gate: the router's and the operators' messages must get
+    /// through even when clients saturate the region. It queues behind the client requests
+    /// sent before it, which the region handles first.
     pub async fn call_unbounded<M, T>(&self, make: impl FnOnce(Reply<T>) -> M) -> Result<T, Reject>
     where
         M: Message<Result = ()> + Send + 'static,
         RegionActor: Handler<M>,
     {
+        self.send(make, None).await
+    }
+
+    async fn send<M, T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> M,
+        slot: Option<InFlightSlot>,
+    ) -> Result<T, Reject>
+    where
+        M: Message<Result = ()> + Send + 'static,
+        RegionActor: Handler<M>,
+    {
         let (tx, rx) = oneshot::channel();
-        // `do_send` never parks: actix's mailbox bound is for senders that wait, and the
-        // router's messages are few.
-        self.addr.do_send(make(Reply::new(tx, None)));
+        // `do_send` queues whatever actix's mailbox capacity (a bound for senders that wait,
+        // `Addr::send`): the in-flight gate is the bound here. A stopped actor's mailbox drops
+        // the message, and with it the responder: the answer is then `RegionUnavailable`.
+        self.addr.do_send(make(Reply::new(tx, slot)));
         self.answer(rx).await
     }
 

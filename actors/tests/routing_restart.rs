@@ -363,9 +363,9 @@ async fn a_table_dropped_and_created_again_is_served_by_its_new_regions_on_every
 }
 
 /// Requests a region had already received when the shutdown reached it are served, not refused:
-/// its close first handles what waits in its request queue. Here the writes are queued on the
-/// region's own thread, which is then held until the close has reached the region's mailbox
-/// (actix reads a mailbox before anything else), so without that the writes would be dropped.
+/// its close queues behind them in the region's one mailbox and commits them first. Here the
+/// writes are sent on the region's own thread, which is then held until the close has reached
+/// the region's mailbox, so a close handled ahead of them would drop them.
 #[actix_rt::test]
 async fn writes_queued_before_a_shutdown_are_served_and_durable() {
     use futures::StreamExt;
@@ -382,7 +382,7 @@ async fn writes_queued_before_a_shutdown_are_served_and_durable() {
                 async move { k.mutate("t", put(&key(i), b"queued")).await }
             })
             .collect();
-        // One poll each: every write is in the region's request queue.
+        // One poll each: every write is in the region's mailbox.
         assert!(futures::poll!(writes.next()).is_pending());
         let mut shutdown = Box::pin(k.shutdown());
         assert!(futures::poll!(&mut shutdown).is_pending());

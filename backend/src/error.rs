@@ -32,7 +32,8 @@ pub enum Error {
     /// Bigtable, whose tablets are Bigtable's business). The message names the backend.
     #[error("{0}")]
     Unsupported(String),
-    /// A region's request queue is full: retry later.
+    /// A region's in-flight gate is full (`--region-in-flight` client requests already waiting
+    /// or being served): retry later.
     #[error("region {region} is overloaded; retry later")]
     Overloaded { region: u64 },
     /// A region's store failed (poisoned by an fsync error, corrupt file) or is closed.

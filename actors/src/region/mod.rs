@@ -5,20 +5,26 @@
 //! its handlers, one at a time, so a row's writes are linearizable without any other locking.
 //!
 //! This file holds the actor's state, its start and its lifecycle (open, fail, close, stats,
-//! schema changes); each kind of request has a file: `requests.rs` (the request queue, reads,
-//! writes and their group commit), `maintenance.rs` (flushes and compactions), `split.rs` and
+//! schema changes); each kind of request has a file: `requests.rs` (reads, writes and their
+//! group commit), `maintenance.rs` (flushes and compactions), `split.rs` and
 //! `checkpoint.rs` (copies for backups).
 //!
+//! # One inbox
+//! Everything reaches the region through its actix mailbox, in one order: client requests
+//! (`Get`, `MultiGet`, `ScanRegion`, `Write`, sent by `RegionHandle::call` in `routing.rs`
+//! through the region's in-flight gate) and control messages (flush, split, stats, close...,
+//! `RegionHandle::call_unbounded`). A control message therefore finds every request sent
+//! before it already handled, and the requests sent after it wait until it is done.
+//!
 //! # Group commit
-//! Client requests (get, multi-get, scan, write) arrive on the region's request queue
-//! (`RegionHandle::call`, `routing.rs`), control messages (flush, split, stats, close...)
-//! through the actix mailbox. A write does not touch the store: it queues the ops with their
-//! responder and, if no commit is scheduled yet, schedules one with `ctx.notify(Commit)`. actix
-//! polls an actor's items in the order they were spawned, and the request queue (spawned first)
-//! is read until it is empty, so the commit runs after every request already waiting has been
-//! queued: all of them go to the store in one `write_batch` (one fsync in `sync` durability),
-//! then every responder is answered. Under load, the writes that arrive while a commit is
-//! fsyncing form the next batch.
+//! A write does not touch the store: it queues the ops with their responder and, if no commit
+//! is scheduled yet, schedules one with `ctx.notify(Commit)`. `notify` spawns the `Commit` as
+//! one of the actor's items, and actix's context reads the mailbox until it is empty before it
+//! polls the items (and reads it again before the items spawned meanwhile), so the commit runs
+//! after every message already waiting has been handled: all the writes among them go to the
+//! store in one `write_batch` (one fsync in `sync` durability), then every responder is
+//! answered. Under load, the writes that arrive while a commit is fsyncing form the next
+//! batch.
 //!
 //! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
 //! the arbiter: the batch is applied and written to the log, then fsynced on the region's sync
@@ -33,9 +39,10 @@
 //! # Invariants
 //! 1. Writes are answered only after they are durable to the durability mode (`write_batch`
 //!    returned, or the in-flight batch's fsync succeeded).
-//! 2. Waiting writes, those still in the request queue included, are committed before anything
-//!    that changes what the region owns or holds (split, close, flush, alter), so no
-//!    acknowledged write can miss an export and no request received before a close is refused.
+//! 2. Waiting writes (every write sent before the control message: one mailbox orders both)
+//!    are committed before anything that changes what the region owns or holds (split, close,
+//!    flush, alter), so no acknowledged write can miss an export and no request received
+//!    before a close is refused.
 //! 3. A request routed by a bucket the region does not own is answered `NotOwner`, never served.
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
@@ -51,7 +58,6 @@
 use crate::background::Syncer;
 use crate::catalog::SaltConfig;
 use crate::error::ActorError;
-use crate::messages::RequestSender;
 use crate::messages::*;
 use crate::salt::bucket_of;
 use actix::prelude::*;
@@ -67,8 +73,6 @@ mod checkpoint;
 mod maintenance;
 mod requests;
 mod split;
-
-use requests::RequestQueue;
 
 /// Answer with the requester's own `sent` buffer in place of `answer`, an equal copy the store
 /// made here: `sent` is then freed on the thread that allocated it, when the requester drops the
@@ -199,27 +203,18 @@ pub struct RegionActor {
     /// Background results (flush, compaction) that arrived while the store was away, applied
     /// when it is back.
     deferred: Vec<Deferred>,
-    /// Client requests (`RegionHandle::call`, `routing.rs`), read by [`RequestQueue`] and
-    /// drained by [`RegionActor::settle`].
-    requests: tokio::sync::mpsc::UnboundedReceiver<ClientRequest>,
 }
 
 /// A background result waiting for the store to come back.
 type Deferred = Box<dyn FnOnce(&mut RegionActor, &mut Context<RegionActor>)>;
 
 impl RegionActor {
-    /// Start the region on `arbiter`; the store is opened (recovered) on that thread. Returns
-    /// its mailbox (control messages) and its request queue (client requests).
-    pub(crate) fn launch(
-        spec: RegionSpec,
-        arbiter: &actix::ArbiterHandle,
-    ) -> (Addr<RegionActor>, RequestSender) {
-        let (requests, queue) = tokio::sync::mpsc::unbounded_channel();
-        let addr = RegionActor::start_in_arbiter(arbiter, move |ctx| {
-            // Client requests: bounded by the handle's in-flight gate at `in_flight_limit`.
-            // The actix mailbox carries the router's and operators' control messages, sent with
-            // `do_send`, which no mailbox bound holds back.
-            ctx.spawn(RequestQueue { idle: 0 });
+    /// Start the region on `arbiter`; the store is opened (recovered) on that thread. Every
+    /// message reaches it through the returned address with `do_send`, which actix's mailbox
+    /// capacity does not hold back: client requests are bounded by the handle's in-flight gate
+    /// at `in_flight_limit`, and the router's and operators' control messages are few.
+    pub(crate) fn launch(spec: RegionSpec, arbiter: &actix::ArbiterHandle) -> Addr<RegionActor> {
+        RegionActor::start_in_arbiter(arbiter, move |ctx| {
             let mut act = RegionActor {
                 id: spec.id,
                 table: spec.table,
@@ -243,7 +238,6 @@ impl RegionActor {
                 syncer: None,
                 store_away: false,
                 deferred: Vec::new(),
-                requests: queue,
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
@@ -254,8 +248,7 @@ impl RegionActor {
             }
             act.open(spec.families, spec.existing, ctx);
             act
-        });
-        (addr, requests)
+        })
     }
     fn options(&self, families: Vec<FamilyDescriptor>, range: (u32, u32)) -> StoreOptions {
         StoreOptions {
@@ -377,7 +370,7 @@ impl RegionActor {
         bucket >= self.range.0 && bucket < self.range.1
     }
     /// Run `job` on the store on a thread of its own (normal priority), the store moved there,
-    /// while this actor is paused (`ctx.wait`, invariant 6): its requests wait in its request queue,
+    /// while this actor is paused (`ctx.wait`, invariant 6): its requests wait in its mailbox,
     /// as they would behind the same work done inline, while its arbiter (an HTTP worker with
     /// thread per core) serves its other regions and connections. Then `then` runs on the
     /// actor with the store back (a store error already mapped, failing the region closed if

@@ -1,68 +1,38 @@
-//! Client requests: the region's request queue ([`RequestQueue`]), gets, multi-gets and scans
-//! served at once, and writes queued until the queue is drained, then committed as one batch
-//! (group commit) and answered once durable.
+//! Client requests, a `Handler` each: gets, multi-gets and scans served at once, and writes
+//! queued until the messages waiting in the mailbox have been handled, then committed as one
+//! batch (group commit) and answered once durable.
 
 use super::*;
 
-/// Reads the region's request queue ([`RegionActor::requests`]) as the actor's mailbox is read:
-/// every request waiting is handled, one at a time, before the actor's notified items run (so
-/// a group commit takes in every write already queued), and none while the actor waits.
-/// (actix's `add_stream` would do, except that it yields after 16 items: a group commit would
-/// then take at most 16 writes.) `poll_recv` keeps to the task's cooperative budget (128
-/// requests a poll, then the actor's other items and the arbiter's other tasks run) and reads a
-/// send still being written as empty; `try_recv` would do neither (it parks the thread until
-/// that send completes).
-///
-/// Found empty, the queue is looked at again on the arbiter's next few passes over its tasks
-/// ([`RequestQueue::IDLE_POLLS`], `is_empty`, which registers nothing) before the actor goes
-/// to sleep on it. A request sent to a region that sleeps wakes its task, and from another
-/// thread that wake is the dearest part of a crossing (the task's state, the arbiter's run
-/// queue and its parker change cores); a region under load finds its next request on one of
-/// those passes, and its senders find no waker to wake. An idle region pays a few looks at an
-/// empty queue, then sleeps as before. (Measured in alternating rounds of the actors bench's
-/// `point_ops_alternating`: ~5% less time per round on 2 arbiters.)
-pub(super) struct RequestQueue {
-    /// Consecutive polls that found the queue empty.
-    pub(super) idle: u32,
+impl Handler<Get> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Get, _: &mut Context<Self>) {
+        self.read(Read::Get(msg));
+    }
 }
 
-impl RequestQueue {
-    /// Polls of an empty queue before the region sleeps on it.
-    const IDLE_POLLS: u32 = 8;
+impl Handler<MultiGet> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: MultiGet, _: &mut Context<Self>) {
+        self.read(Read::MultiGet(msg));
+    }
 }
 
-impl ActorFuture<RegionActor> for RequestQueue {
-    type Output = ();
+impl Handler<ScanRegion> for RegionActor {
+    type Result = ();
 
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        act: &mut RegionActor,
-        ctx: &mut Context<RegionActor>,
-        task: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        // Paused (`ctx.wait`): actix polls this again once the wait is over.
-        while !ctx.waiting() {
-            if self.idle < Self::IDLE_POLLS && act.requests.is_empty() {
-                // Polled again after the arbiter's other ready tasks, without a wake.
-                self.idle += 1;
-                task.waker().wake_by_ref();
-                return std::task::Poll::Pending;
-            }
-            match act.requests.poll_recv(task) {
-                std::task::Poll::Ready(Some(request)) => {
-                    self.idle = 0;
-                    act.handle_request(request, ctx);
-                }
-                // Every handle is gone (the region left the routing table): nothing more will
-                // come. The actor stops when it is closed, not here.
-                std::task::Poll::Ready(None) => return std::task::Poll::Ready(()),
-                // Asleep on the queue (a sender wakes the task), or the budget is spent (tokio
-                // has woken the task already), or a send is still being written (its sender
-                // wakes the task when done).
-                std::task::Poll::Pending => return std::task::Poll::Pending,
-            }
-        }
-        std::task::Poll::Pending
+    fn handle(&mut self, msg: ScanRegion, _: &mut Context<Self>) {
+        self.read(Read::Scan(msg));
+    }
+}
+
+impl Handler<Write> for RegionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) {
+        self.write(msg, ctx);
     }
 }
 
@@ -76,9 +46,9 @@ impl Handler<Commit> for RegionActor {
 
 impl RegionActor {
     /// Before anything that changes what the region owns or holds: make the in-flight batch
-    /// durable here and now and answer it, take in the requests already waiting in the request
-    /// queue (they were sent before the control message being handled, or with it), then
-    /// commit every queued write synchronously.
+    /// durable here and now and answer it, then commit every queued write synchronously. The
+    /// requests sent before the control message being handled were handled before it (one
+    /// mailbox, one order): their writes are among the queued ones.
     pub(super) fn settle(&mut self, ctx: &mut Context<Self>) {
         if let Some(f) = self.in_flight.take() {
             let outcome = match self.store.as_mut() {
@@ -88,7 +58,6 @@ impl RegionActor {
             let outcome = outcome.map_err(|e| self.store_err(e));
             self.land(f, outcome);
         }
-        self.drain_requests(ctx);
         self.commit(false, ctx);
     }
     /// Hand every queued write to the store in one batch; answer them all once it is durable:
@@ -212,21 +181,6 @@ impl RegionActor {
                 })
                 .collect();
             let _ = reply.send(Ok(answer));
-        }
-    }
-    /// Handle every request already waiting in the queue: what a control message finds queued
-    /// ahead of it is served before it, as one mailbox would have ordered them.
-    pub(super) fn drain_requests(&mut self, ctx: &mut Context<Self>) {
-        while let Ok(request) = self.requests.try_recv() {
-            self.handle_request(request, ctx);
-        }
-    }
-    pub(super) fn handle_request(&mut self, request: ClientRequest, ctx: &mut Context<Self>) {
-        match request {
-            ClientRequest::Get(msg) => self.read(Read::Get(msg)),
-            ClientRequest::MultiGet(msg) => self.read(Read::MultiGet(msg)),
-            ClientRequest::Scan(msg) => self.read(Read::Scan(msg)),
-            ClientRequest::Write(msg) => self.write(msg, ctx),
         }
     }
     pub(super) fn get(&mut self, msg: Get) {
