@@ -44,7 +44,10 @@
 //!    of arbiters (one thread each, one per core by default). `SyncArbiter` would run N copies
 //!    of one actor and break single ownership.
 //! 3. The router does no request work and no I/O on its thread (the catalog is written on a
-//!    blocking thread); requests never pass through it.
+//!    blocking thread); requests never pass through it: a caller routes on its own thread,
+//!    with a read of the shared routing table. The router applies one layout change at a
+//!    time because it is an actor handling one message at a time (`AtomicResponse`), not
+//!    because of a lock.
 //! 4. A region has one inbox, its actix mailbox, for client requests and control messages
 //!    alike, so one order holds between them. What waits there is bounded by an in-flight
 //!    gate per region in the handle, not by actix's mailbox capacity (messages go in with

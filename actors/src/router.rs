@@ -1,10 +1,20 @@
 //! [`RouterActor`]: the one place where the layout (tables, regions, arbiters) changes.
 //!
-//! Requests never pass through the router: the [`crate::Kura`] handle routes them with the shared
-//! routing table. The router serializes the rare layout changes (create, alter and drop table,
-//! split, shutdown) behind one async mutex, makes each durable by rewriting the catalog (the
-//! commit point, written on a blocking thread so the router's arbiter never waits on a disk),
-//! then publishes a new snapshot of the table's routes.
+//! Requests never pass through the router: the [`crate::Kura`] handle routes them on the
+//! caller's own thread, with a read of the shared routing table (`routing.rs`); no actor is
+//! asked. The router applies the rare layout changes (create, alter and drop table, split,
+//! checkpoint, shutdown), makes each durable by rewriting the catalog (the commit point, written
+//! on a blocking thread so the router's arbiter never waits on a disk), then publishes a new
+//! snapshot of the table's routes.
+//!
+//! # The actor is the serialization
+//! Each change is one message, handled with an `AtomicResponse`: actix runs its future with
+//! `ctx.wait`, so the router handles no other message until the change has finished, awaits
+//! (region replies, the catalog write) included. The [`Layout`] moves into the change's future
+//! and comes back to the actor when it ends, before the next message is read: no lock guards
+//! it, and a change runs alone, in mailbox order. A checkpoint is one such change, so no create,
+//! alter, drop or split runs while the regions copy themselves, and the copied catalog names
+//! exactly the regions copied.
 //!
 //! # Split, step by step
 //! 1. The region commits its waiting writes, flushes, exports the rows of buckets `[at, end)`
@@ -26,7 +36,8 @@
 //! reopens both regions with predicates rebuilt from the catalog's bucket ranges.
 //!
 //! # Invariants
-//! 1. Layout changes are applied one at a time, in the order they reach the router.
+//! 1. Layout changes (checkpoints included) are applied one at a time, in the order they reach
+//!    the router's mailbox; the next starts only once the last has finished.
 //! 2. The catalog on disk changes before any published snapshot reflects the change.
 //! 3. Region directories are named by region id only, never by user input.
 
@@ -83,7 +94,7 @@ pub(crate) struct Checkpoint {
 #[rtype(result = "Result<()>")]
 pub(crate) struct CloseAll;
 
-/// The router's state, behind the layout mutex.
+/// The router's state: the actor's own, moved into a change's future while it runs.
 pub(crate) struct Layout {
     data_dir: PathBuf,
     catalog: Catalog,
@@ -552,9 +563,9 @@ impl Layout {
     }
 
     /// Checkpoint every region into `dest/regions/<id>/` and write the catalog to
-    /// `dest/catalog.json`: `dest` is then a data directory the store opens. The layout mutex
-    /// is held throughout, so no create, alter, drop or split runs meanwhile and the catalog
-    /// names exactly the regions copied. Each region copies itself between two of its write
+    /// `dest/catalog.json`: `dest` is then a data directory the store opens. The router
+    /// handles no other change meanwhile (an atomic change, see the module doc), so no create,
+    /// alter, drop or split runs and the catalog names exactly the regions copied. Each region copies itself between two of its write
     /// batches (all of them at once, each at its own moment); writes go on around it. On
     /// failure `dest` is removed.
     async fn checkpoint(&mut self, dest: &Path) -> Result<kura_backend::CheckpointInfo> {
@@ -649,7 +660,9 @@ impl Layout {
 
 /// The router actor: a serializer of layout changes around its `Layout`.
 pub struct RouterActor {
-    layout: Arc<tokio::sync::Mutex<Layout>>,
+    /// `None` only while a change runs (see [`RouterActor::change`]), when the actor reads no
+    /// message.
+    layout: Option<Layout>,
 }
 
 impl RouterActor {
@@ -658,13 +671,34 @@ impl RouterActor {
         let mut started = Ok(());
         let addr = RouterActor::create(|ctx| {
             started = layout.start_all(ctx.address().recipient());
-            // A tokio mutex, not a std one: a layout change holds it across awaits (region
-            // replies, the catalog write) and must not block the router's thread meanwhile.
             RouterActor {
-                layout: Arc::new(tokio::sync::Mutex::new(layout)),
+                layout: Some(layout),
             }
         });
         started.map(|()| addr)
+    }
+
+    /// Run one layout change: `change` gets the layout and gives it back with its result. The
+    /// change runs as an `AtomicResponse` (`ctx.wait`): no other message is handled until it
+    /// has finished and the layout is back in the actor. `away` answers if the layout is not
+    /// there, which only a change that never gave it back would cause.
+    fn change<R: 'static, F>(
+        &mut self,
+        change: impl FnOnce(Layout) -> F,
+        away: impl FnOnce() -> R,
+    ) -> AtomicResponse<Self, R>
+    where
+        F: std::future::Future<Output = (Layout, R)> + 'static,
+    {
+        let Some(layout) = self.layout.take() else {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(away())));
+        };
+        AtomicResponse::new(Box::pin(change(layout).into_actor(self).map(
+            |(layout, res), act, _| {
+                act.layout = Some(layout);
+                res
+            },
+        )))
     }
 }
 
@@ -672,17 +706,25 @@ impl Actor for RouterActor {
     type Context = Context<Self>;
 }
 
+fn layout_away<T>() -> Result<T> {
+    Err(ActorError::Internal(
+        "the router's layout is held by an unfinished change".into(),
+    ))
+}
+
 macro_rules! layout_handler {
     ($msg:ty, $out:ty, |$l:ident, $m:ident| $body:expr) => {
         impl Handler<$msg> for RouterActor {
-            type Result = ResponseFuture<Result<$out>>;
+            type Result = AtomicResponse<Self, Result<$out>>;
 
             fn handle(&mut self, $m: $msg, _: &mut Context<Self>) -> Self::Result {
-                let layout = Arc::clone(&self.layout);
-                Box::pin(async move {
-                    let mut $l = layout.lock().await;
-                    $body.await
-                })
+                self.change(
+                    move |mut $l| async move {
+                        let res = $body.await;
+                        ($l, res)
+                    },
+                    layout_away,
+                )
             }
         }
     };
@@ -699,13 +741,11 @@ layout_handler!(Checkpoint, kura_backend::CheckpointInfo, |l, m| l
     .checkpoint(&m.dest));
 
 impl Handler<AutoSplit> for RouterActor {
-    type Result = ();
+    type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, msg: AutoSplit, ctx: &mut Context<Self>) {
-        let layout = Arc::clone(&self.layout);
-        ctx.spawn(
-            async move {
-                let mut l = layout.lock().await;
+    fn handle(&mut self, msg: AutoSplit, _: &mut Context<Self>) -> Self::Result {
+        self.change(
+            move |mut l| async move {
                 if let Err(e) = l.split(&msg.table, msg.region, None).await {
                     tracing::warn!(table = %msg.table, region = msg.region, error = %e,
                         "automatic split failed; the region will ask again later");
@@ -719,9 +759,10 @@ impl Handler<AutoSplit> for RouterActor {
                         addr.do_send(messages::AutoSplitFailed);
                     }
                 }
-            }
-            .into_actor(self),
-        );
+                (l, ())
+            },
+            || tracing::error!("automatic split skipped: the router's layout is away"),
+        )
     }
 }
 

@@ -1,8 +1,8 @@
 //! The shared routing table: table name -> immutable snapshot of its layout.
 //!
 //! Readers (every request through [`crate::Kura`]) take an `Arc` clone of a table's snapshot
-//! from a `DashMap` shard and route without any further locking; only the router writes it, by
-//! replacing a whole snapshot. A `DashMap` and not an `RwLock<HashMap>` because reads vastly
+//! from a `DashMap` shard and route without any further locking, on their own thread: no actor
+//! is asked, the router included. Only the router writes it, by replacing a whole snapshot. A `DashMap` and not an `RwLock<HashMap>` because reads vastly
 //! outnumber layout changes and its sharded locks keep concurrent readers off one cache line.
 //!
 //! # Invariants
