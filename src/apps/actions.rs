@@ -156,7 +156,7 @@ async fn create(
                 value: action.name.clone().into_bytes(),
             }],
         };
-        kura.mutate(TABLE, m).await?;
+        super::write::mutate(&kura, TABLE, m).await?;
         if let (Some(k), Some(r)) = (key.as_deref(), record) {
             let response = r.response();
             idempotency::finish(&kura, TABLE, seq.row.clone(), k, r, time.saturating_add(2))

@@ -180,6 +180,30 @@ fn article_of(row: &kura_backend::Row) -> AppResult<Option<(Vec<u8>, Article)>> 
     Ok(Some((cell.value.clone(), a)))
 }
 
+/// The puts of an article's two list rows, holding `value` (its JSON) at its `update_at`.
+fn list_puts(a: &Article, value: &[u8]) -> Vec<RowMutation> {
+    [main_key(a), category_key(a)]
+        .into_iter()
+        .map(|row| RowMutation {
+            row,
+            mutations: vec![put(value, a.update_at)],
+        })
+        .collect()
+}
+
+/// The deletes of an article's two list rows at `ts`.
+fn list_deletes(a: &Article, ts: i64) -> Vec<RowMutation> {
+    [main_key(a), category_key(a)]
+        .into_iter()
+        .map(|row| RowMutation {
+            row,
+            mutations: vec![Mutation::DeleteRow {
+                timestamp: Some(ts),
+            }],
+        })
+        .collect()
+}
+
 fn missing(user: u64, article: u64) -> AppError {
     AppError::NotFound(format!("user {user} has no article {article}"))
 }
@@ -260,22 +284,16 @@ async fn create(
         let value = serde_json::to_vec(&article).map_err(|e| AppError::Internal(e.to_string()))?;
         // Refused before anything is written (the article id is skipped, not reused).
         request::check_value(&limits, "the article", &value)?;
-        // The article row first: a list row never points at an article that was never stored.
+        // The article row first, acknowledged before the list rows are sent: a list row never
+        // points at an article that was never stored (see "Crashes between writes" above).
         // All three rows come from the answer alone, at its time: written again by a retry that
-        // finds the record not done, they are the same cells.
-        let rows = [
-            article_key(user, article.article_id),
-            main_key(&article),
-            category_key(&article),
-        ];
-        let ms = rows
-            .into_iter()
-            .map(|row| RowMutation {
-                row,
-                mutations: vec![put(&value, ts)],
-            })
-            .collect();
-        kura.mutate_rows(TABLE, ms).await?;
+        // finds the record not done (or by `kura repair`), they are the same cells.
+        let m = RowMutation {
+            row: article_key(user, article.article_id),
+            mutations: vec![put(&value, ts)],
+        };
+        super::write::mutate(&kura, TABLE, m).await?;
+        super::write::rows(&kura, TABLE, list_puts(&article, &value)).await?;
         if let (Some(k), Some(r)) = (key.as_deref(), record) {
             let response = r.response();
             idempotency::finish(&kura, TABLE, seq.row.clone(), k, r, ts.saturating_add(2)).await?;
@@ -354,21 +372,14 @@ async fn update(
                 expected: old_value,
                 mutations,
             };
-            if kura.check_and_mutate(TABLE, cam).await? {
+            if super::write::check_and_mutate(&kura, TABLE, cam).await? {
                 break (new, record);
             }
         };
         // The list rows from the answer alone, at its `update_at`.
         let ts = new.update_at;
         let value = serde_json::to_vec(&new).map_err(|e| AppError::Internal(e.to_string()))?;
-        let ms = [main_key(&new), category_key(&new)]
-            .into_iter()
-            .map(|row| RowMutation {
-                row,
-                mutations: vec![put(&value, ts)],
-            })
-            .collect();
-        kura.mutate_rows(TABLE, ms).await?;
+        super::write::rows(&kura, TABLE, list_puts(&new, &value)).await?;
         if let (Some(k), Some(r)) = (key.as_deref(), record) {
             let response = r.response();
             let row = article_key(user, id);
@@ -432,20 +443,11 @@ async fn delete(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpR
                 expected: old_value,
                 mutations,
             };
-            if kura.check_and_mutate(TABLE, cam).await? {
+            if super::write::check_and_mutate(&kura, TABLE, cam).await? {
                 break (old, ts, record);
             }
         };
-        let ms = [main_key(&old), category_key(&old)]
-            .into_iter()
-            .map(|row| RowMutation {
-                row,
-                mutations: vec![Mutation::DeleteRow {
-                    timestamp: Some(ts),
-                }],
-            })
-            .collect();
-        kura.mutate_rows(TABLE, ms).await?;
+        super::write::rows(&kura, TABLE, list_deletes(&old, ts)).await?;
         if let (Some(k), Some(r)) = (key.as_deref(), record) {
             let row = article_key(user, id);
             idempotency::finish(&kura, TABLE, row, k, r, ts.saturating_add(2)).await?;
@@ -518,13 +520,129 @@ async fn list(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpRes
         .iter()
         .map(|a| article_key(user, a.article_id))
         .collect();
+    // The article row is the authoritative copy: it is what is shown (a list row can be behind
+    // it when a crash cut an update between the article row and the list rows).
     let present = state.kura.multi_get(TABLE, keys, &read).await?;
-    let articles: Vec<Article> = listed
-        .into_iter()
-        .zip(present)
-        .filter_map(|(a, row)| row.is_some().then_some(a))
-        .collect();
+    let mut articles = Vec::with_capacity(present.len());
+    for row in present.iter().flatten() {
+        if let Some((_, a)) = article_of(row)? {
+            articles.push(a);
+        }
+    }
     Ok(HttpResponse::Ok().json(serde_json::json!({ "articles": articles, "next": next })))
+}
+
+/// One page of `kura repair --app blog` ([`super::repair`]): for each list row, removes it if
+/// its article row is gone; for each article row, writes its list rows if they are missing or
+/// older than the article (a create or an update cut by a crash after the article row).
+pub(crate) async fn repair(
+    kura: &Store,
+    page: &super::repair::Page,
+    report: &mut super::repair::Report,
+) -> AppResult<()> {
+    let (rows, next) =
+        super::repair::rows_after(kura, TABLE, page.after.as_deref(), page.limit).await?;
+    report.next = next;
+    for row in &rows {
+        report.scanned += 1;
+        match row.key.get(12) {
+            Some(&MAIN) | Some(&CATEGORY) => {
+                repair_list_row(kura, page.dry_run, row, report).await?
+            }
+            Some(&ARTICLE) => repair_article(kura, page.dry_run, row, report).await?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A list row whose article row is gone is removed. Read after the list row, an absent
+/// article row is gone for good: list rows are written only after their article row was
+/// acknowledged, and article ids are never reused.
+async fn repair_list_row(
+    kura: &Store,
+    dry_run: bool,
+    row: &kura_backend::Row,
+    report: &mut super::repair::Report,
+) -> AppResult<()> {
+    let Some(cell) = row
+        .cells
+        .iter()
+        .find(|c| c.family == FAMILY.as_bytes() && c.qualifier.is_empty())
+    else {
+        return Ok(());
+    };
+    let Ok(listed) = decode_article(&cell.value) else {
+        return Ok(());
+    };
+    if load(kura, listed.user_id, listed.article_id)
+        .await?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let detail = serde_json::json!({"user_id": listed.user_id, "article_id": listed.article_id});
+    report.change("dangling_list_rows_removed", &row.key, detail);
+    if !dry_run {
+        // Every version seen and any straggling update of the deleted article (its times are
+        // below the delete's, which is below now on this server's clock).
+        let ts = super::repair::newest(row).max(chrono::Utc::now().timestamp_millis());
+        let m = RowMutation {
+            row: row.key.clone(),
+            mutations: vec![Mutation::DeleteRow {
+                timestamp: Some(ts),
+            }],
+        };
+        super::write::mutate(kura, TABLE, m).await?;
+    }
+    Ok(())
+}
+
+/// An article's list rows that are missing or older than the article row are written from it,
+/// at its `update_at` (the cells its create or update would have written).
+async fn repair_article(
+    kura: &Store,
+    dry_run: bool,
+    row: &kura_backend::Row,
+    report: &mut super::repair::Report,
+) -> AppResult<()> {
+    let Some((value, a)) = article_of(row)? else {
+        return Ok(());
+    };
+    let read = ReadSpec {
+        columns: ColumnSelection(vec![ColumnSpec::Column(FAMILY.into(), Vec::new())]),
+        ..ReadSpec::default()
+    };
+    let keys = vec![main_key(&a), category_key(&a)];
+    let listed = kura.multi_get(TABLE, keys.clone(), &read).await?;
+    let mut fix = Vec::new();
+    for (key, found) in keys.into_iter().zip(listed) {
+        let ts = found
+            .as_ref()
+            .and_then(|r| r.cells.iter().map(|c| c.timestamp).max());
+        let kind = match ts {
+            None => "missing_list_rows_written",
+            Some(ts) if ts < a.update_at => "stale_list_rows_rewritten",
+            Some(_) => continue,
+        };
+        let detail = serde_json::json!({"user_id": a.user_id, "article_id": a.article_id});
+        report.change(kind, &key, detail);
+        fix.push(RowMutation {
+            row: key,
+            mutations: vec![put(&value, a.update_at)],
+        });
+    }
+    if dry_run || fix.is_empty() {
+        return Ok(());
+    }
+    super::write::rows(kura, TABLE, fix).await?;
+    // A delete that passed meanwhile masks these puts with its marker on the embedded store;
+    // Bigtable has no markers: delete them again if the article is gone now.
+    if load(kura, a.user_id, a.article_id).await?.is_none() {
+        let ts = a.update_at.max(chrono::Utc::now().timestamp_millis());
+        super::write::rows(kura, TABLE, list_deletes(&a, ts)).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -609,8 +609,10 @@ async fn hit(
     // With a key, the store's keyed increment: a retry gets the first hit's counts back
     // (recorded with the increment itself) and counts nothing.
     let cells =
-        request::run_detached(async move { Ok(kura.increment_keyed(TABLE, inc, key).await?) })
-            .await?;
+        request::run_detached(
+            async move { Ok(super::write::increment(&kura, TABLE, inc, key).await?) },
+        )
+        .await?;
     let [h, d, t] = cells.as_slice() else {
         return Err(AppError::Internal(format!(
             "increment returned {} cells, not 3",

@@ -56,9 +56,12 @@
 //!    index write would otherwise leave an entry for a deleted relationship.
 //! 6. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
 //!    that disconnects does not stop it between the relationship row and its index rows.
-//! 7. A node with relationships is not deleted (409) unless `cascade=true`, which deletes each
-//!    relationship (D8) first. Relationship create checks both nodes exist (404). These checks are
-//!    not atomic with concurrent writes on other rows (no multi-row transactions).
+//! 7. A node with relationships is not deleted (409) unless `cascade=true`, which deletes the
+//!    node and then each relationship (D8). Relationship create checks both nodes exist (404).
+//!    These checks are not atomic with concurrent writes on other rows (no multi-row
+//!    transactions): a relationship whose end node is gone can exist for a while (a cascade
+//!    in progress or cut by a crash, a create racing a delete). Readers never show it (the
+//!    adjacency lists and `GET` check both end nodes) and `kura repair` removes it.
 
 use super::clock::Clock;
 use super::cursor;
@@ -288,6 +291,7 @@ async fn create_row(
     clock: &Clock,
     key: &[u8],
     props: &[u8],
+    after: i64,
     idem: Option<(&[u8], CreateAnswer<'_>)>,
 ) -> AppResult<Created> {
     loop {
@@ -300,7 +304,7 @@ async fn create_row(
             State::Absent => (Vec::new(), i64::MIN),
             State::Deleted { at, raw } => (raw, at.saturating_add(2)),
         };
-        let ts = clock.tick_unique().max(floor);
+        let ts = clock.tick_unique().max(floor).max(after.saturating_add(1));
         clock.observe(ts);
         let mut mutations = vec![
             put(PROPS, props.to_vec(), ts),
@@ -320,7 +324,7 @@ async fn create_row(
             expected,
             mutations,
         };
-        if kura.check_and_mutate(TABLE, cam).await? {
+        if super::write::check_and_mutate(kura, TABLE, cam).await? {
             return Ok(Created::New(ts, record));
         }
     }
@@ -574,7 +578,7 @@ async fn create_node(
         // One row: its record is done when written.
         let record = |ts: i64| Ok(Record::new(StatusCode::CREATED, &node(ts))?.finished());
         let keyed = idem.as_deref().map(|k| (k, &record as CreateAnswer<'_>));
-        match create_row(&kura, &clock, &node_key(&new.id), &value, keyed).await? {
+        match create_row(&kura, &clock, &node_key(&new.id), &value, i64::MIN, keyed).await? {
             Created::New(ts, _) => Ok(HttpResponse::Created().json(node(ts))),
             Created::Recorded(r) => Ok(r.response()),
             Created::Exists => Err(AppError::Conflict(format!(
@@ -646,7 +650,7 @@ async fn update_node(
                 expected: old.updated_raw,
                 mutations,
             };
-            if kura.check_and_mutate(TABLE, cam).await? {
+            if super::write::check_and_mutate(&kura, TABLE, cam).await? {
                 return Ok(HttpResponse::Ok().json(node));
             }
         }
@@ -675,8 +679,9 @@ fn relationship_of(x: &str, e: &IndexEntry) -> (String, String, String) {
     }
 }
 
-/// True if node `x` has a relationship whose row exists (index rows left orphaned by a crash
-/// between a relationship delete and its index delete do not count).
+/// True if node `x` has a relationship whose row exists and whose other end node is live (index
+/// rows left orphaned by a crash between a relationship delete and its index delete do not
+/// count, nor relationships readers hide because their other end is gone).
 async fn has_relationships(kura: &Store, x: &str) -> AppResult<bool> {
     let prefix = node_index_prefix(x);
     let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
@@ -690,8 +695,11 @@ async fn has_relationships(kura: &Store, x: &str) -> AppResult<bool> {
         for row in &rows {
             if let Some(entry) = decode_index(&row.key, prefix.len()) {
                 let (s, t, e) = relationship_of(x, &entry);
-                if load(kura, &rel_key(&s, &t, &e)).await?.is_some() {
-                    return Ok(true);
+                if let Some(st) = load(kura, &rel_key(&s, &t, &e)).await? {
+                    let rel = rel_json(s, t, e, st);
+                    if ends_hold(kura, &rel).await? {
+                        return Ok(true);
+                    }
                 }
             }
         }
@@ -724,7 +732,7 @@ async fn delete_all_relationships(kura: &Store, clock: &Clock, x: &str) -> AppRe
                     timestamp: Some(seen),
                 }],
             };
-            kura.mutate(TABLE, m).await?;
+            super::write::mutate(kura, TABLE, m).await?;
         }
     }
 }
@@ -769,9 +777,10 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
             let Some(old) = old else {
                 return Err(node_missing(&id));
             };
-            if cascade {
-                delete_all_relationships(&kura, &clock, &id).await?;
-            } else if has_relationships(&kura, &id).await? {
+            // With `cascade`, the node goes first and its relationships after it: readers hide
+            // a relationship whose end node is gone, so a crash in between shows the whole
+            // delete, and `kura repair` (or the keyed retry) removes the rest.
+            if !cascade && has_relationships(&kura, &id).await? {
                 return Err(AppError::Conflict(format!(
                     "node {id:?} still has relationships; delete them or pass cascade=true"
                 )));
@@ -796,10 +805,8 @@ async fn delete_node(state: web::Data<AppState>, req: HttpRequest) -> AppResult<
                 expected: old.updated_raw,
                 mutations,
             };
-            if kura.check_and_mutate(TABLE, cam).await? {
+            if super::write::check_and_mutate(&kura, TABLE, cam).await? {
                 if cascade {
-                    // A relationship created while the node was being deleted (its create saw the
-                    // node) would otherwise dangle.
                     delete_all_relationships(&kura, &clock, &id).await?;
                     if let (Some(k), Some(r)) = (idem.as_deref(), record) {
                         let at = ts.saturating_add(3);
@@ -837,9 +844,14 @@ async fn create_relationship(
                 return finish_relationship_create(&kura, &key, k, r).await;
             }
         }
+        // Created after both nodes (whatever the servers' clocks): a relationship is only
+        // shown while each end node's incarnation is older than it, so one left over from a
+        // node that was deleted and created again stays hidden.
+        let mut nodes_created = i64::MIN;
         for n in [&new.start, &new.end] {
-            if load(&kura, &node_key(n)).await?.is_none() {
-                return Err(node_missing(n));
+            match load(&kura, &node_key(n)).await? {
+                Some(st) => nodes_created = nodes_created.max(st.created),
+                None => return Err(node_missing(n)),
             }
         }
         let props = new.properties.clone().unwrap_or_default();
@@ -855,17 +867,44 @@ async fn create_relationship(
         };
         let record = |ts: i64| Record::new(StatusCode::CREATED, &rel(ts));
         let keyed = idem.as_deref().map(|k| (k, &record as CreateAnswer<'_>));
-        let (ts, record) = match create_row(&kura, &clock, &key, &value, keyed).await? {
-            Created::New(ts, record) => (ts, record),
-            Created::Recorded(r) => match idem.as_deref() {
-                Some(k) => return finish_relationship_create(&kura, &key, k, r).await,
-                None => return Err(AppError::Internal("a record without a key".into())),
-            },
-            Created::Exists => {
-                return Err(AppError::Conflict(format!(
-                    "relationship {:?} -{:?}-> {:?} already exists",
-                    new.start, new.rel_type, new.end
-                )))
+        let mut cleared = false;
+        let (ts, record) = loop {
+            match create_row(&kura, &clock, &key, &value, nodes_created, keyed).await? {
+                Created::New(ts, record) => break (ts, record),
+                Created::Recorded(r) => match idem.as_deref() {
+                    Some(k) => return finish_relationship_create(&kura, &key, k, r).await,
+                    None => return Err(AppError::Internal("a record without a key".into())),
+                },
+                Created::Exists => {
+                    // One left over from a deleted incarnation of an end node is hidden from
+                    // readers: it gives way (deleted as `kura repair` would) instead of a 409.
+                    if !cleared {
+                        if let Some(st) = load(&kura, &key).await? {
+                            let old = rel_json(
+                                new.start.clone(),
+                                new.rel_type.clone(),
+                                new.end.clone(),
+                                st,
+                            );
+                            if !ends_hold(&kura, &old).await? {
+                                delete_relationship(
+                                    &kura,
+                                    &clock,
+                                    &old.start,
+                                    &old.rel_type,
+                                    &old.end,
+                                )
+                                .await?;
+                                cleared = true;
+                                continue;
+                            }
+                        }
+                    }
+                    return Err(AppError::Conflict(format!(
+                        "relationship {:?} -{:?}-> {:?} already exists",
+                        new.start, new.rel_type, new.end
+                    )));
+                }
             }
         };
         let rel = rel(ts);
@@ -891,7 +930,7 @@ async fn write_index(kura: &Store, rel: &Relationship) -> AppResult<()> {
             mutations: vec![put(b"", value.clone(), ts)],
         })
         .collect();
-    kura.mutate_rows(TABLE, ms).await?;
+    super::write::rows(kura, TABLE, ms).await?;
     drop_index_if_dead(kura, s, t, e, rel.created_at, ts).await
 }
 
@@ -912,13 +951,55 @@ async fn finish_relationship_create(
     Ok(r.response())
 }
 
+/// The create time of each node row of `keys` that is live, in one multi-get.
+async fn nodes_created(kura: &Store, keys: Vec<Vec<u8>>) -> AppResult<Vec<Option<i64>>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = kura.multi_get(TABLE, keys, &ReadSpec::default()).await?;
+    let mut created = Vec::with_capacity(rows.len());
+    for row in &rows {
+        created.push(match row {
+            Some(row) => match parse_state(row)? {
+                State::Live(st) => Some(st.created),
+                State::Absent | State::Deleted { .. } => None,
+            },
+            None => None,
+        });
+    }
+    Ok(created)
+}
+
+/// Whether an end node (its live incarnation's create time, `None` if it is gone) still holds
+/// relationship `r`: it is live and was created before `r` (a relationship is created after
+/// both its nodes; one older than the node is left over from a deleted incarnation of it).
+fn end_holds(node_created: Option<i64>, r: &Relationship) -> bool {
+    node_created.is_some_and(|c| c < r.created_at)
+}
+
+/// Whether both end nodes of `r` hold it ([`end_holds`]).
+async fn ends_hold(kura: &Store, r: &Relationship) -> AppResult<bool> {
+    Ok(
+        nodes_created(kura, vec![node_key(&r.start), node_key(&r.end)])
+            .await?
+            .into_iter()
+            .all(|c| end_holds(c, r)),
+    )
+}
+
 async fn get_relationship(state: web::Data<AppState>, req: HttpRequest) -> AppResult<HttpResponse> {
     let (s, t, e) = rel_path(&req)?;
     super::ensure_table(&state.kura, TABLE).await?;
-    match load(&state.kura, &rel_key(&s, &t, &e)).await? {
-        Some(st) => Ok(HttpResponse::Ok().json(rel_json(s, t, e, st))),
-        None => Err(rel_missing(&s, &t, &e)),
+    // A relationship one of whose end nodes is gone (a cascade delete of the node cut short by
+    // a crash, or racing a create) is not shown.
+    let Some(st) = load(&state.kura, &rel_key(&s, &t, &e)).await? else {
+        return Err(rel_missing(&s, &t, &e));
+    };
+    let rel = rel_json(s, t, e, st);
+    if !ends_hold(&state.kura, &rel).await? {
+        return Err(rel_missing(&rel.start, &rel.rel_type, &rel.end));
     }
+    Ok(HttpResponse::Ok().json(rel))
 }
 
 async fn update_relationship(
@@ -973,7 +1054,7 @@ async fn update_relationship(
                 expected: old.updated_raw,
                 mutations,
             };
-            if !kura.check_and_mutate(TABLE, cam).await? {
+            if !super::write::check_and_mutate(&kura, TABLE, cam).await? {
                 continue;
             }
             write_index(&kura, &rel).await?;
@@ -1020,7 +1101,7 @@ async fn drop_index_if_dead(
             }],
         })
         .collect();
-    kura.mutate_rows(TABLE, ms).await?;
+    super::write::rows(kura, TABLE, ms).await?;
     Ok(())
 }
 
@@ -1078,7 +1159,7 @@ async fn delete_relationship_keyed(
                         "an idempotency record is damaged".into(),
                     ));
                 };
-                kura.mutate_rows(TABLE, delete_index(created, ts)).await?;
+                super::write::rows(kura, TABLE, delete_index(created, ts)).await?;
                 let at = ts.saturating_add(3);
                 idempotency::finish(kura, TABLE, key.clone(), k, r, at).await?;
             }
@@ -1107,11 +1188,10 @@ async fn delete_relationship_keyed(
             expected: old.updated_raw,
             mutations,
         };
-        if !kura.check_and_mutate(TABLE, cam).await? {
+        if !super::write::check_and_mutate(kura, TABLE, cam).await? {
             continue;
         }
-        kura.mutate_rows(TABLE, delete_index(old.created, ts))
-            .await?;
+        super::write::rows(kura, TABLE, delete_index(old.created, ts)).await?;
         if let (Some(k), Some(r)) = (idem, record) {
             idempotency::finish(kura, TABLE, key, k, r, ts.saturating_add(3)).await?;
         }
@@ -1175,9 +1255,9 @@ async fn adjacency(state: web::Data<AppState>, req: HttpRequest) -> AppResult<Ht
     let high = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let kura = &state.kura;
     super::ensure_table(kura, TABLE).await?;
-    if load(kura, &node_key(&id)).await?.is_none() {
+    let Some(this) = load(kura, &node_key(&id)).await? else {
         return Err(node_missing(&id));
-    }
+    };
     let spec = ScanSpec {
         low,
         high,
@@ -1211,28 +1291,156 @@ async fn adjacency(state: web::Data<AppState>, req: HttpRequest) -> AppResult<Ht
     // show. One multi-get of the page's relationship rows: for an outgoing list they live in
     // the node's own bucket (the list still reads one region); for an incoming one, in the
     // start nodes' buckets.
+    // The relationship row is the authoritative copy: its properties and update time are what
+    // is shown (an index row can be behind it when a crash cut an update between the two).
+    // And the other end node must be live too (this one was checked above): a node deleted
+    // with `cascade=true` is deleted before its relationships, so until they are (or until
+    // `kura repair` removes what a crash left), they stay hidden.
     let keys = out
         .iter()
         .map(|r| rel_key(&r.start, &r.rel_type, &r.end))
         .collect();
     let rows = kura.multi_get(TABLE, keys, &ReadSpec::default()).await?;
-    let mut live = Vec::with_capacity(rows.len());
-    for row in &rows {
-        live.push(match row {
-            Some(row) => match parse_state(row)? {
-                State::Live(s) => Some(s.created),
-                State::Absent | State::Deleted { .. } => None,
-            },
-            None => None,
-        });
+    let mut shown = Vec::with_capacity(rows.len());
+    for (r, row) in out.into_iter().zip(&rows) {
+        if let Some(row) = row {
+            if let State::Live(st) = parse_state(row)? {
+                if st.created == r.created_at {
+                    let (s, t, e) = (r.start, r.rel_type, r.end);
+                    shown.push(rel_json(s, t, e, st));
+                }
+            }
+        }
     }
-    let out: Vec<Relationship> = out
+    let others = shown
+        .iter()
+        .map(|r| node_key(if r.start == id { &r.end } else { &r.start }))
+        .collect();
+    let others = nodes_created(kura, others).await?;
+    let out: Vec<Relationship> = shown
         .into_iter()
-        .zip(live)
-        .filter(|(r, created)| *created == Some(r.created_at))
+        .zip(others)
+        .filter(|(r, other)| end_holds(Some(this.created), r) && end_holds(*other, r))
         .map(|(r, _)| r)
         .collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({ "relationships": out, "next": next })))
+}
+
+/// One page of `kura repair --app graph` ([`super::repair`]):
+/// - a live relationship one of whose end nodes is gone (or was created again after it) is
+///   removed with D8 (its row and both index rows);
+/// - a live relationship whose index rows are missing or older than its row gets them written
+///   from its row ([`write_index`], as its create or update would have);
+/// - an index row whose relationship (that incarnation) is not live is removed.
+pub(crate) async fn repair(
+    kura: &Store,
+    clock: &Clock,
+    page: &super::repair::Page,
+    report: &mut super::repair::Report,
+) -> AppResult<()> {
+    let (rows, next) =
+        super::repair::rows_after(kura, TABLE, page.after.as_deref(), page.limit).await?;
+    report.next = next;
+    for row in &rows {
+        report.scanned += 1;
+        match row.key.get(4) {
+            Some(&RELATIONSHIP) => {
+                repair_relationship(kura, clock, page.dry_run, row, report).await?
+            }
+            Some(&INDEX) => repair_index_row(kura, page.dry_run, row, report).await?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn repair_relationship(
+    kura: &Store,
+    clock: &Clock,
+    dry_run: bool,
+    row: &Row,
+    report: &mut super::repair::Report,
+) -> AppResult<()> {
+    let mut r = KeyReader::new(&row.key, 5);
+    let (Some(s), Some(t), Some(e)) = (r.str(), r.str(), r.str()) else {
+        return Ok(());
+    };
+    let State::Live(st) = parse_state(row)? else {
+        return Ok(());
+    };
+    let rel = rel_json(s.to_string(), t.to_string(), e.to_string(), st);
+    let detail = serde_json::json!({"start": &rel.start, "type": &rel.rel_type, "end": &rel.end});
+    if !ends_hold(kura, &rel).await? {
+        report.change("relationships_removed_end_node_gone", &row.key, detail);
+        if !dry_run {
+            delete_relationship(kura, clock, &rel.start, &rel.rel_type, &rel.end).await?;
+        }
+        return Ok(());
+    }
+    let keys = index_keys(&rel.start, &rel.rel_type, &rel.end, rel.created_at);
+    let found = kura
+        .multi_get(TABLE, keys.to_vec(), &ReadSpec::default())
+        .await?;
+    let mut fix = false;
+    for (key, found) in keys.iter().zip(found) {
+        let kind = match found.as_ref().map(super::repair::newest) {
+            None => "missing_index_rows_written",
+            Some(ts) if ts < rel.updated_at => "stale_index_rows_rewritten",
+            Some(_) => continue,
+        };
+        report.change(kind, key, detail.clone());
+        fix = true;
+    }
+    if fix && !dry_run {
+        write_index(kura, &rel).await?;
+    }
+    Ok(())
+}
+
+/// An index row is dead when its relationship's incarnation (the create time in its key) is
+/// not live: read after the index row, which is written only after that incarnation's
+/// check-and-mutate, a dead incarnation stays dead (later ones are created later).
+async fn repair_index_row(
+    kura: &Store,
+    dry_run: bool,
+    row: &Row,
+    report: &mut super::repair::Report,
+) -> AppResult<()> {
+    let Some(x) = KeyReader::new(&row.key, 5).str() else {
+        return Ok(());
+    };
+    let plen = node_index_prefix(x).len();
+    let Some(entry) = decode_index(&row.key, plen) else {
+        return Ok(());
+    };
+    let (s, t, e) = relationship_of(x, &entry);
+    // The page was read before; a fix earlier in it (a relationship removed) may have deleted
+    // this row since: then there is nothing left to do or report.
+    let Some(row) = kura.get(TABLE, &row.key, &ReadSpec::default()).await? else {
+        return Ok(());
+    };
+    let row = &row;
+    // Below the delete marker's time, every version of the dead incarnation's index rows:
+    // its tombstone time if the row was deleted, just under a later incarnation's create time.
+    let ts = match load_state(kura, &rel_key(&s, &t, &e)).await? {
+        State::Live(st) if st.created == entry.created => return Ok(()),
+        State::Live(st) => st.created.saturating_sub(1),
+        State::Deleted { at, .. } => at,
+        State::Absent => i64::MIN,
+    }
+    .max(super::repair::newest(row));
+    let detail = serde_json::json!({"start": s, "type": t, "end": e, "created_at": entry.created});
+    report.change("dangling_index_rows_removed", &row.key, detail);
+    if !dry_run {
+        let m = RowMutation {
+            row: row.key.clone(),
+            mutations: vec![Mutation::DeleteRow {
+                timestamp: Some(ts),
+            }],
+        };
+        super::write::mutate(kura, TABLE, m).await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -171,7 +171,8 @@ pub async fn finish(
     // so that the family's TTL counts from now.
     let now = chrono::Utc::now().timestamp_millis();
     let put = record.finished().put(key, timestamp.max(now))?;
-    kura.mutate(
+    super::write::mutate(
+        kura,
         table,
         kura_backend::RowMutation {
             row,

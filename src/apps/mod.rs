@@ -18,6 +18,24 @@
 //! - [`sequence`]: per-owner ids with creation times, by check-and-mutate on a sequence row.
 //! - [`idempotency`]: `Idempotency-Key` on every write: the first answer stored with the
 //!   request's first row change (family `i` of every table, TTL 10 minutes).
+//! - [`write`]: every store write of the applications, and the crash test hook.
+//! - [`repair`]: `POST /admin/repair` (`kura repair`), which finishes or removes what a crash
+//!   left between an entity's rows.
+//!
+//! # Crashes between writes
+//! A request that writes several rows (an entity and its index rows) can be cut by a crash
+//! between two of them. docs/APPS.md, "Crashes between writes, and `kura repair`", has one
+//! table per application: each operation's writes in order, what a crash after each leaves,
+//! what readers see, what the repair does and the outcome. The rules behind the tables:
+//! 1. The entity row (an article, a relationship; the node, for a cascade delete) is written
+//!    and acknowledged before any of its index rows (list rows, adjacency rows) is sent; the
+//!    index rows follow as one batch with no order among them ([`write::rows`]).
+//! 2. Readers trust the entity row only: a list shows an entry only while its entity row (that
+//!    incarnation) is live, and shows the entity row's values; a relationship is shown only
+//!    while both end nodes are live and older than it.
+//! 3. [`repair`] writes missing or outdated index rows from the entity row, removes index rows
+//!    whose entity is gone and relationships whose end node is gone: afterwards each operation
+//!    has fully happened, or (a create cut before its entity row) not at all.
 //!
 //! # Invariants
 //! 1. Every application table is created with `SaltConfig { buckets: 256, prefix_len: Some(4) }`
@@ -47,9 +65,11 @@ pub mod error;
 pub mod graph;
 pub mod idempotency;
 pub mod keys;
+pub mod repair;
 pub mod request;
 pub mod scan;
 pub mod sequence;
+pub mod write;
 
 use actix_web::web;
 use kura_backend::{Error as BackendError, FamilyDescriptor, SaltConfig, Store, TableDescriptor};

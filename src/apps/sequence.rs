@@ -142,7 +142,7 @@ pub async fn next_recorded(
             expected,
             mutations,
         };
-        if kura.check_and_mutate(seq.table, cam).await? {
+        if super::write::check_and_mutate(kura, seq.table, cam).await? {
             return Ok(Taken::New { id, time, record });
         }
     }

@@ -369,6 +369,17 @@ impl HttpClient {
         }
     }
 
+    /// `POST path` with no body, answered 200 with JSON: the parsed body (the admin
+    /// endpoints' calls, such as `kura repair`'s).
+    pub async fn post_json(&self, path: &str) -> Result<serde_json::Value, String> {
+        let r = self.send(Method::POST, path, None, Bytes::new()).await?;
+        match r.status {
+            StatusCode::OK => serde_json::from_slice(&r.body)
+                .map_err(|e| format!("POST {path}: the answer is not JSON: {e}")),
+            _ => Err(unexpected(&format!("POST {path}"), &r)),
+        }
+    }
+
     /// Writes one delete marker at `timestamp`: a family marker (`qualifier` `None`: every
     /// column of `family` at or before it) or a column marker (every version of `family:qualifier`
     /// at or before it), as `DELETE /{t}/{row}/{column}/{ts}` with base64 keys (`e=b64`).

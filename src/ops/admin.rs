@@ -470,7 +470,7 @@ pub async fn not_found() -> HttpResponse {
          POST /admin/tables/{t}/flush, POST /admin/tables/{t}/compact?major=, \
          POST /admin/tables/{t}/regions/{id}/split?bucket=|by=middle|size|load, \
          POST /admin/backups, GET|DELETE /admin/backups/{id}, \
-         GET /admin/backups/{id}/files/{path}",
+         GET /admin/backups/{id}/files/{path}, POST /admin/repair?app=",
     )
     .error_response()
 }
@@ -541,6 +541,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/backups/{id}/files/{path:.*}",
                 "GET",
                 web::get().to(super::backup::file),
+            ))
+            // Finds and fixes what a crash left between the applications' rows (`kura repair`).
+            .service(only(
+                "/repair",
+                "POST",
+                web::post().to(crate::apps::repair::handle),
             ))
             .default_service(web::to(not_found)),
     );

@@ -16,6 +16,8 @@ pub struct Server {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
+    /// Environment variables set on the server process (see [`Server::set_env`]).
+    env: Vec<(String, String)>,
 }
 
 /// A free loopback port (the listener is dropped before the server binds it).
@@ -34,6 +36,7 @@ impl Server {
             addr,
             data_dir: data_dir.to_path_buf(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
         };
         server.spawn();
         server
@@ -47,6 +50,7 @@ impl Server {
             .arg(&self.data_dir)
             .args(&self.extra_args)
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -78,12 +82,30 @@ impl Server {
         }
     }
 
-    /// SIGKILL, no chance to flush: what a crash leaves on disk.
+    /// The environment variables the next start ([`Server::restart`]) sets on the server
+    /// process, replacing the ones set before (a test hook such as
+    /// `KURA_TEST_CRASH_AFTER_APP_WRITES`; none: `&[]`).
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    /// Whether the server process has exited (a crash, or a test hook that killed it).
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => !matches!(c.try_wait(), Ok(None)),
+            None => true,
+        }
+    }
+
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
 
+    /// SIGKILL, no chance to flush: what a crash leaves on disk.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
