@@ -23,6 +23,7 @@ pub mod backup;
 pub mod config;
 pub mod copy;
 pub mod error;
+pub mod guard;
 pub mod ops;
 pub mod repair;
 pub mod rest;

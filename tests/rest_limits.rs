@@ -3,9 +3,8 @@
 mod rest_support;
 
 use actix_web::http::Method;
-use actix_web::middleware::from_fn;
 use actix_web::{test, web, App, HttpResponse};
-use kura::server::{catch_panic, require_bearer, AuthToken};
+use kura::guard::{AuthToken, Guard};
 use kura::state::{AppState, Limits};
 use rest_support::*;
 
@@ -194,8 +193,7 @@ async fn bearer_token_is_required_when_configured() {
     let app = test::init_service(
         App::new()
             .app_data(state)
-            .app_data(web::Data::new(AuthToken(Some("s3cret".into()))))
-            .wrap(from_fn(require_bearer))
+            .wrap(Guard::new(AuthToken(Some("s3cret".into())), false))
             .configure(kura::configure),
     )
     .await;
@@ -224,7 +222,7 @@ async fn bearer_token_is_required_when_configured() {
 async fn a_panicking_handler_answers_500() {
     let app = test::init_service(
         App::new()
-            .wrap(from_fn(catch_panic))
+            .wrap(Guard::default())
             .route(
                 "/boom",
                 web::get().to(|| async { panic!("handler bug") as HttpResponse }),

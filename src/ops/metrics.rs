@@ -38,7 +38,7 @@
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::Method;
 use actix_web::{web, HttpResponse};
-use futures::future::{ready, LocalBoxFuture, Ready};
+use futures::future::{ready, Ready};
 use kura_backend::{RegionInfo, Store, TableDescriptor};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, NoLabelSet};
@@ -446,27 +446,56 @@ where
 {
     type Response = ServiceResponse<B>;
     type Error = actix_web::Error;
-    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+    type Future = MetricsFuture<S::Future>;
 
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let (endpoint, op) = classify(req.method(), req.path(), req.query_string());
-        let start = Instant::now();
         let guard = InFlight::enter(&self.metrics.in_flight);
-        let metrics = Arc::clone(&self.metrics);
-        let fut = self.service.call(req);
-        Box::pin(async move {
-            let res = fut.await;
-            let status = match &res {
-                Ok(r) => r.status().as_u16(),
-                Err(e) => e.as_response_error().status_code().as_u16(),
-            };
-            let us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-            metrics.record(endpoint, op, status, us);
-            drop(guard);
-            res
-        })
+        MetricsFuture {
+            fut: self.service.call(req),
+            metrics: Arc::clone(&self.metrics),
+            endpoint,
+            op,
+            start: Instant::now(),
+            _in_flight: guard,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's future, recorded when it completes.
+    pub struct MetricsFuture<F> {
+        #[pin]
+        fut: F,
+        metrics: Arc<ServerMetrics>,
+        endpoint: Endpoint,
+        op: Op,
+        start: Instant,
+        _in_flight: InFlight,
+    }
+}
+
+impl<F, B> std::future::Future for MetricsFuture<F>
+where
+    F: std::future::Future<Output = Result<ServiceResponse<B>, actix_web::Error>>,
+{
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        let res = std::task::ready!(this.fut.poll(cx));
+        let status = match &res {
+            Ok(r) => r.status().as_u16(),
+            Err(e) => e.as_response_error().status_code().as_u16(),
+        };
+        let us = u64::try_from(this.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        this.metrics.record(*this.endpoint, *this.op, status, us);
+        std::task::Poll::Ready(res)
     }
 }
 
