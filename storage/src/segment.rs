@@ -289,12 +289,17 @@ impl SegmentWriter {
     }
 }
 
+/// Where a block is, its CRC, and where its last row lies in the mapped index: the handles
+/// of a segment sit in one array and their rows stay in the file, so a binary search over
+/// them touches contiguous memory and the index costs no allocation per block.
 #[derive(Debug)]
 struct BlockHandle {
     offset: usize,
     len: usize,
     crc: u32,
-    last_row: Vec<u8>,
+    /// The block's last row: `row_len` bytes at `row_at` in the file.
+    row_len: u32,
+    row_at: usize,
 }
 
 /// An open, immutable segment.
@@ -373,18 +378,19 @@ impl Segment {
             let crc = u32_at(index, p + 12).ok_or_else(bad)?;
             let row_len = u32_at(index, p + 16).ok_or_else(bad)? as usize;
             let row_end = (p + 20).checked_add(row_len).ok_or_else(bad)?;
-            let last_row = index.get(p + 20..row_end).ok_or_else(bad)?.to_vec();
+            index.get(p + 20..row_end).ok_or_else(bad)?;
             if offset != expect_offset || len == 0 || offset + len > filter_at {
                 return Err(bad());
             }
             expect_offset = offset + len;
-            p = row_end;
             blocks.push(BlockHandle {
                 offset,
                 len,
                 crc,
-                last_row,
+                row_len: row_len as u32,
+                row_at: index_offset + p + 20,
             });
+            p = row_end;
         }
         if p != index.len() || expect_offset != filter_at {
             return Err(corrupt(
@@ -417,6 +423,25 @@ impl Segment {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The last row of block `i` (bounds checked at open).
+    fn last_row(&self, i: usize) -> &[u8] {
+        let h = &self.blocks[i];
+        &self.bytes.bytes()[h.row_at..h.row_at + h.row_len as usize]
+    }
+
+    /// The number of blocks whose last row is below `row` (`or_equal`: not above it).
+    fn blocks_before(&self, row: &[u8], or_equal: bool) -> usize {
+        let bytes = self.bytes.bytes();
+        self.blocks.partition_point(|h| {
+            let last = &bytes[h.row_at..h.row_at + h.row_len as usize];
+            if or_equal {
+                last <= row
+            } else {
+                last < row
+            }
+        })
     }
 
     /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
@@ -514,7 +539,7 @@ impl Segment {
     pub(crate) fn iter_from(&self, row: Option<&[u8]>) -> Result<SegmentSource<'_>> {
         let start = match row {
             None => 0,
-            Some(r) => self.blocks.partition_point(|b| b.last_row.as_slice() < r),
+            Some(r) => self.blocks_before(r, false),
         };
         let mut src = SegmentSource {
             seg: self,
@@ -538,16 +563,16 @@ impl Segment {
     /// The greatest row strictly below `row` (`None`: the greatest row of the segment).
     pub(crate) fn last_row_before(&self, row: Option<&[u8]>) -> Result<Option<&[u8]>> {
         let Some(r) = row else {
-            return Ok(self.blocks.last().map(|b| b.last_row.as_slice()));
+            return Ok(self.blocks.len().checked_sub(1).map(|i| self.last_row(i)));
         };
-        let b = self.blocks.partition_point(|h| h.last_row.as_slice() < r);
+        let b = self.blocks_before(r, false);
         if b < self.blocks.len() {
             if let Some(found) = self.seek_in_block(b, r)?.before {
                 return Ok(Some(found));
             }
         }
         Ok(if b > 0 {
-            Some(self.blocks[b - 1].last_row.as_slice())
+            Some(self.last_row(b - 1))
         } else {
             None
         })
@@ -687,7 +712,7 @@ impl<'a> EntrySource<'a> for SegmentSource<'a> {
         }
         // The column ends in the last block whose first entry is still inside it (blocks past
         // the ones that end at `row` start after the column).
-        let end = seg.blocks.partition_point(|b| b.last_row.as_slice() <= row);
+        let end = seg.blocks_before(row, true);
         let end = (end + 1).min(seg.blocks.len());
         let mut lo = self.block + 1;
         let mut hi = end.max(lo);
