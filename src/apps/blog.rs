@@ -34,6 +34,10 @@
 //!    timestamp `update_at'`, and are deleted at `delete_ts`; so a straggling list-row write of
 //!    an earlier update is masked by the delete, and concurrent updates converge on the latest.
 //! 4. The category of an article never changes (its list key is built from the stored one).
+//! 5. Entity first ([`super`], "Crashes between writes"): a create writes the article row, and
+//!    waits for it, before its list rows. A list shows an entry only while its article row
+//!    exists, and shows the article row's copy, so a crash between the rows never shows a
+//!    deleted or outdated article; [`repair`] writes or removes the list rows it left.
 
 use super::cursor;
 use super::error::{AppError, AppResult};
