@@ -37,7 +37,7 @@
 //! 5. Entity first ([`super`], "Crashes between writes"): a create writes the article row, and
 //!    waits for it, before its list rows. A list shows an entry only while its article row
 //!    exists, and shows the article row's copy, so a crash between the rows never shows a
-//!    deleted or outdated article; [`repair`] writes or removes the list rows it left.
+//!    deleted or outdated article; `kura repair` writes or removes the list rows it left.
 
 use super::cursor;
 use super::error::{AppError, AppResult};
