@@ -17,17 +17,20 @@
 //! exactly the regions copied.
 //!
 //! # Split, step by step
-//! 1. The region commits its waiting writes, flushes, exports the rows of buckets `[at, end)`
-//!    into a fresh store `<data_dir>/regions/<new id>/`, and narrows what it serves to
-//!    `[start, at)` for reads only (requests for the moved buckets are now answered `NotOwner`;
-//!    the handle retries them until step 3). Its compactions still keep the moved rows.
+//! 1. The region commits its waiting writes, flushes, gives every segment file a second name
+//!    (a hard link) in a fresh store `<data_dir>/regions/<new id>/` whose manifest names them as
+//!    reference segments (no row is copied: the pause does not grow with the region), and
+//!    narrows what it serves to `[start, at)` for reads only (requests for the moved buckets are
+//!    now answered `NotOwner`; the handle retries them until step 3). Its compactions still keep
+//!    the moved rows.
 //! 2. The catalog is rewritten with both regions: the commit point. If that fails, the region
 //!    serves its whole range again and the new directory is removed, unless the catalog on
 //!    disk names the new region after all (a directory fsync that failed after the rename):
 //!    then the split stands, but the old region keeps the moved rows until its next open (a
 //!    crash may still undo the rename). Otherwise `CommitSplit` makes the narrowing final,
 //!    and a major compaction drops the moved rows from the old region (after its next open,
-//!    if it cannot do it now). Before the commit no compaction may drop them: an aborted split would lose
+//!    if it cannot do it now); the new region rewrites its reference segments, keeping only
+//!    its buckets' rows, in minor compactions that pick them first. Before the commit no compaction may drop them: an aborted split would lose
 //!    them (tests/layout_failures.rs).
 //! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
 //!

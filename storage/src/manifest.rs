@@ -4,13 +4,18 @@
 //! `[u32 len LE][u32 crc32 LE][bincode Manifest]`. It is replaced atomically: written to
 //! `MANIFEST.tmp`, fsynced, renamed over `MANIFEST`, directory fsynced.
 //!
+//! Version 2 ([`MANIFEST_VERSION`]) records, per segment, whether it is a *reference
+//! segment* (a file shared with another region by a split, holding rows this store does not
+//! own); version 1 manifests, written before splits shared files, are still read, every
+//! segment then being an ordinary one.
+//!
 //! # Invariants
 //! 1. Every segment named is complete and durable before the manifest naming it is written.
 //! 2. Logs numbered below `log_number` hold nothing that is not in a named segment.
 //! 3. A manifest that fails its checks is an error, never ignored: without it the store does
 //!    not know which files hold its data.
 
-use crate::codec::{self, FORMAT_VERSION, MAX_FRAME};
+use crate::codec::{self, MAX_FRAME};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::model::FamilyDescriptor;
@@ -20,6 +25,8 @@ use std::path::Path;
 pub(crate) const MANIFEST: &str = "MANIFEST";
 const MANIFEST_TMP: &str = "MANIFEST.tmp";
 const MAGIC: [u8; 7] = *b"KURAMAN";
+/// The manifest format written (FORMAT.md §6); version 1 is still read.
+pub(crate) const MANIFEST_VERSION: u8 = 2;
 
 /// A live segment as the manifest records it.
 #[derive(Clone, Debug, PartialEq, Eq, bincode::Encode, bincode::Decode)]
@@ -28,6 +35,54 @@ pub(crate) struct SegmentRecord {
     pub entries: u64,
     pub max_seq: u64,
     pub file_bytes: u64,
+    /// A reference segment: the file may hold rows the store does not own (it is shared with
+    /// the other side of a split). Reads skip those rows; compaction rewrites it first.
+    pub reference: bool,
+}
+
+/// A segment as a version 1 manifest records it (no reference flag).
+#[derive(bincode::Decode)]
+struct SegmentRecordV1 {
+    id: u64,
+    entries: u64,
+    max_seq: u64,
+    file_bytes: u64,
+}
+
+/// A version 1 manifest: [`Manifest`] with [`SegmentRecordV1`] segments.
+#[derive(bincode::Decode)]
+struct ManifestV1 {
+    next_file: u64,
+    log_number: u64,
+    segments: Vec<SegmentRecordV1>,
+    families: Vec<FamilyRecord>,
+    family_floors: Vec<(Vec<u8>, u64)>,
+    last_seq: u64,
+    clock: i64,
+}
+
+impl From<ManifestV1> for Manifest {
+    fn from(m: ManifestV1) -> Self {
+        Manifest {
+            next_file: m.next_file,
+            log_number: m.log_number,
+            segments: m
+                .segments
+                .into_iter()
+                .map(|s| SegmentRecord {
+                    id: s.id,
+                    entries: s.entries,
+                    max_seq: s.max_seq,
+                    file_bytes: s.file_bytes,
+                    reference: false,
+                })
+                .collect(),
+            families: m.families,
+            family_floors: m.family_floors,
+            last_seq: m.last_seq,
+            clock: m.clock,
+        }
+    }
 }
 
 /// A column family's settings.
@@ -75,10 +130,10 @@ pub(crate) struct Manifest {
     pub clock: i64,
 }
 
-fn header() -> [u8; 8] {
+fn header(version: u8) -> [u8; 8] {
     let mut h = [0u8; 8];
     h[..7].copy_from_slice(&MAGIC);
-    h[7] = FORMAT_VERSION;
+    h[7] = version;
     h
 }
 
@@ -97,9 +152,10 @@ pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Manifest>> 
         offset,
         reason: reason.to_string(),
     };
-    if bytes.len() < 16 || bytes[..8] != header() {
-        return Err(corrupt(0, "bad manifest header"));
-    }
+    let version = match bytes.get(7) {
+        Some(&v @ (1 | MANIFEST_VERSION)) if bytes.len() >= 16 && bytes[..8] == header(v) => v,
+        _ => return Err(corrupt(0, "bad manifest header")),
+    };
     let len = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
     let crc = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
     if len > MAX_FRAME || 16 + len != bytes.len() {
@@ -108,9 +164,12 @@ pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Manifest>> 
     if crc32fast::hash(&bytes[16..]) != crc {
         return Err(corrupt(16, "manifest checksum mismatch"));
     }
-    codec::decode(&bytes[16..])
-        .map(Some)
-        .map_err(|e| corrupt(16, &e.to_string()))
+    let m = if version == 1 {
+        codec::decode::<ManifestV1>(&bytes[16..]).map(Manifest::from)
+    } else {
+        codec::decode(&bytes[16..])
+    };
+    m.map(Some).map_err(|e| corrupt(16, &e.to_string()))
 }
 
 /// Durably replace the manifest of `dir`.
@@ -118,7 +177,7 @@ pub(crate) fn write(fs: &dyn FileSystem, dir: &Path, m: &Manifest) -> Result<()>
     let mut payload = Vec::new();
     codec::encode_into(m, &mut payload)?;
     let mut bytes = Vec::with_capacity(16 + payload.len());
-    bytes.extend_from_slice(&header());
+    bytes.extend_from_slice(&header(MANIFEST_VERSION));
     bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     bytes.extend_from_slice(&payload);

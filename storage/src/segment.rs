@@ -323,7 +323,33 @@ impl std::fmt::Debug for Segment {
     }
 }
 
+/// Blocks [`Segment::owned_share`] looks at, at most.
+const SHARE_SAMPLES: usize = 1024;
+
 impl Segment {
+    /// An estimate of the share of this segment's data bytes that lie in rows `owns` accepts,
+    /// from the index alone (no block is read): the blocks whose last row is owned, weighted
+    /// by their length, over at most [`SHARE_SAMPLES`] blocks spread evenly through the file.
+    /// Rows are given to regions by a hash of their key, so a block's last row stands for
+    /// the block: the estimate is unbiased, within a few percent once a segment has a
+    /// thousand blocks (4 MB). 1.0 for a segment without blocks.
+    pub(crate) fn owned_share(&self, owns: &dyn Fn(&[u8]) -> bool) -> f64 {
+        let step = self.blocks.len().div_ceil(SHARE_SAMPLES).max(1);
+        let (mut owned, mut all) = (0u64, 0u64);
+        for i in (0..self.blocks.len()).step_by(step) {
+            let len = self.blocks[i].len as u64;
+            all += len;
+            if owns(self.last_row(i)) {
+                owned += len;
+            }
+        }
+        if all == 0 {
+            1.0
+        } else {
+            owned as f64 / all as f64
+        }
+    }
+
     /// Map and check a segment file: header, footer, index CRC and index bounds.
     pub(crate) fn open(fs: &dyn FileSystem, path: &Path, id: u64) -> Result<Segment> {
         let bytes = fs.map(path).map_err(|e| Error::io(path, e))?;

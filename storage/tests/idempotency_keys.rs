@@ -220,19 +220,21 @@ fn the_oldest_keys_go_beyond_the_count_bound() {
 }
 
 #[test]
-fn exported_rows_take_their_keys_along() {
+fn linked_rows_take_their_keys_along() {
     let dir = tempfile::tempdir().unwrap();
     let child = dir.path().join("child");
     let mut s = open(&dir.path().join("parent"));
     let first = keyed(&mut s, inc("z", 4), "k");
     keyed(&mut s, inc("a", 4), "k");
-    s.export_rows(
+    s.link_rows(
         &|row: &[u8]| row >= b"m".as_slice(),
         &child,
         StoreOptions::new(families()),
     )
     .unwrap();
-    let mut c = open(&child);
+    let mut opts = StoreOptions::new(families());
+    opts.owns_row = Some(std::sync::Arc::new(|row: &[u8]| row >= b"m".as_slice()));
+    let (mut c, _) = RegionStore::open(&child, opts).unwrap();
     assert_eq!(c.idempotency_keys(), 1);
     assert_eq!(keyed(&mut c, inc("z", 4), "k"), first);
     assert_eq!(stored(&c, "z"), 4);

@@ -84,7 +84,7 @@ fn families_are_persisted_and_adopted_when_options_name_none() {
 }
 
 #[test]
-fn exported_rows_open_as_a_store_with_markers_and_versions() {
+fn linked_rows_open_as_a_store_with_markers_and_versions() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("child");
     let mut s = open(&dir.path().join("parent"));
@@ -108,17 +108,22 @@ fn exported_rows_open_as_a_store_with_markers_and_versions() {
             timestamp: Some(3),
         }],
     );
-    s.export_rows(
+    s.link_rows(
         &|r: &[u8]| r >= b"m".as_slice(),
         &dest,
         StoreOptions::new(Vec::new()),
     )
     .unwrap();
-    let (child, _) = RegionStore::open(&dest, StoreOptions::new(families())).unwrap();
-    assert!(child.get(b"a", &read(3)).unwrap().is_none(), "not exported");
+    let mut opts = StoreOptions::new(families());
+    opts.owns_row = Some(std::sync::Arc::new(|r: &[u8]| r >= b"m".as_slice()));
+    let (child, _) = RegionStore::open(&dest, opts).unwrap();
+    assert!(
+        child.get(b"a", &read(3)).unwrap().is_none(),
+        "not the child's"
+    );
     assert!(
         child.get(b"m", &read(3)).unwrap().is_none(),
-        "marker exported"
+        "marker linked"
     );
     let mut child = child;
     mutate(&mut child, "m", vec![put("cf", "q", Some(3), "late")]);
@@ -161,39 +166,4 @@ fn replaying_a_log_larger_than_the_memtable_budget_spills_to_segments() {
         },
     );
     assert_eq!(page.unwrap().rows.len(), 500);
-}
-
-/// A split child exported by an older build (no log 2: no idempotency keys to carry) whose
-/// first open was cut short after it created its own log (here: the manifest's rename fails)
-/// opens on the next try, with every exported row: its missing log 2 held nothing.
-#[test]
-fn an_old_export_whose_first_open_was_cut_short_still_opens() {
-    let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
-    mutate(&mut s, "x", vec![put("cf", "q", Some(1), "moved")]);
-    let child = std::path::Path::new("/child");
-    s.export_rows(
-        &|r: &[u8]| r >= b"m".as_slice(),
-        child,
-        StoreOptions::new(Vec::new()),
-    )
-    .unwrap();
-    // What an older build's export left: no log at all.
-    fs.remove(&child.join(format!("{:016}.log", 2))).unwrap();
-    let open_child = || {
-        RegionStore::open_with_fs(
-            std::sync::Arc::new(fs.clone()),
-            child,
-            StoreOptions::new(families()),
-        )
-    };
-    fs.inject(Fault {
-        op: FaultOp::Rename,
-        nth: 0,
-        persistent: true,
-    });
-    assert!(open_child().is_err(), "the first open is cut short");
-    fs.clear_faults();
-    let (store, _) = open_child().expect("the next open succeeds");
-    assert_eq!(cells(&store, "x", &read(1)), vec![c("cf:q", 1, "moved")]);
 }

@@ -125,13 +125,16 @@ impl RegionActor {
         self.maybe_flush(ctx, true);
     }
     /// Merge segments in the background once flushes have piled up enough of them that reads
-    /// would pay for it (the store flushes on its own but never compacts on its own).
+    /// would pay for it (the store flushes on its own but never compacts on its own), or
+    /// while reference segments a split left wait to be rewritten (the store picks them first).
     pub(super) fn maybe_compact(&mut self, ctx: &mut Context<Self>) {
         if self.compacting {
             return;
         }
-        let segments = self.store.as_ref().map_or(0, |s| s.stats().segments);
-        if segments >= COMPACT_AT_SEGMENTS {
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        if store.stats().segments >= COMPACT_AT_SEGMENTS || store.wants_reference_compaction() {
             self.start_compaction(false, None, ctx);
         }
     }
@@ -197,16 +200,24 @@ impl RegionActor {
             Ok(Err(e)) => Err(self.store_err(e)),
             Err(e) => Err(e),
         };
+        let installed = out.is_ok();
         if let Some(r) = reply {
             let _ = r.send(out.map_err(Reject::Failed));
         }
         if self.split_cleanup_due {
             // Another split happened while this compaction ran.
             self.start_compaction(true, None, ctx);
-        } else if cleanup {
-            // The rows a split moved away are gone, so the size now reflects what the
-            // region owns: it may ask for a split again.
-            self.split_requested = false;
+        } else {
+            if cleanup {
+                // The rows a split moved away are gone, so the size now reflects what the
+                // region owns: it may ask for a split again.
+                self.split_requested = false;
+            }
+            // The next reference segments, if a split left more than one compaction's worth
+            // (not after a failure: the next flush tries again).
+            if installed {
+                self.maybe_compact(ctx);
+            }
         }
     }
 }

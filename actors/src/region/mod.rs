@@ -297,6 +297,9 @@ impl RegionActor {
                 // starts here.
                 if act.split_cleanup_due && act.store.is_some() && !act.compacting {
                     act.start_compaction(true, None, ctx);
+                } else {
+                    // Reference segments a split left (this region may be its new half).
+                    act.maybe_compact(ctx);
                 }
             }),
         );

@@ -1,5 +1,12 @@
-//! Splits: asking the router for one when the region grows past the threshold, exporting the
-//! half that moves on a thread of its own, and committing or aborting as the router decides.
+//! Splits: asking the router for one when the region grows past the threshold, giving the
+//! half that moves to a new store on a thread of its own, and committing or aborting as the
+//! router decides.
+//!
+//! The new store starts on this region's segment files ([`kura_storage::RegionStore::link_rows`]: hard
+//! links, flagged as reference segments on both sides), so the region pauses for one flush of
+//! its memtable and a few manifest writes, whatever its size. Both regions then rewrite their
+//! reference segments in the background (a minor compaction picks them first), paced like any
+//! compaction.
 
 use super::*;
 
@@ -45,17 +52,14 @@ impl Handler<PrepareSplit> for RegionActor {
             let _ = msg.reply.send(Err(e.into()));
             return;
         }
-        // The flush and the export write up to half the region: seconds for a large one.
+        // A flush of the memtable (bounded by its budget), a link per segment and a few
+        // manifests: not on the arbiter's thread, but independent of the region's size.
         let new_dir = msg.new_dir;
         let (reply, at) = (msg.reply, msg.at);
         self.with_store_off_thread(
             "split",
             ctx,
-            move |store| {
-                store
-                    .flush()
-                    .and_then(|()| store.export_rows(&*pred, &new_dir, options))
-            },
+            move |store| store.link_rows(&*pred, &new_dir, options),
             move |act, res, _| act.split_exported(res, (start, at), reply),
         );
     }
@@ -119,7 +123,8 @@ impl RegionActor {
             });
         }
     }
-    /// The upper half `[at, end)` was exported (or not): narrow to `[start, at)` and answer.
+    /// The upper half `[at, end)` was given to the new store (or not): narrow to `[start, at)`
+    /// and answer.
     pub(super) fn split_exported(
         &mut self,
         res: Result<(), ActorError>,

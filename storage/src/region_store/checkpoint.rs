@@ -64,6 +64,8 @@ impl RegionStore {
                 entries: seg.info.entries,
                 max_seq: seg.info.max_seq,
                 file_bytes: seg.info.file_bytes,
+                // A checkpoint of a region holding reference segments holds them too.
+                reference: self.references.contains(&seg.id),
             });
         }
         // Ids from the live store's sequence: never one of its files, and above every id the
@@ -88,6 +90,7 @@ impl RegionStore {
                     entries: seg.info.entries,
                     max_seq: seg.info.max_seq,
                     file_bytes: seg.info.file_bytes,
+                    reference: false,
                 });
             }
         }

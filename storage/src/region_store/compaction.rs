@@ -1,6 +1,13 @@
 //! Compactions: size-tiered minor compactions that keep the number of segments a read
 //! consults bounded, major compactions that drop what is masked or expired, as tasks
 //! ([`CompactionTask`]) that run on another thread while their inputs are reserved.
+//!
+//! Reference segments (shared with the other side of a split, see `split.rs`) come first: a
+//! minor compaction picks them before anything else, a few at a time, and writes an ordinary
+//! segment holding only the rows the store owns; installing it deletes this store's links, and
+//! the file goes once the other side has rewritten its own. An output is itself a reference
+//! segment when an input was one and the task's ownership predicate is no longer the store's
+//! final one (made before a split narrowed the store, or while a narrowing may still be undone).
 
 use super::*;
 
@@ -38,6 +45,10 @@ pub struct CompactionTask {
     rules: Rules,
     now_ms: i64,
     owns_row: Option<RowPredicate>,
+    /// The store's `ownership_gen` when the task was made, and whether its predicate was final
+    /// then (no narrowing pending): see [`RegionStore::install_compaction`].
+    ownership_gen: u64,
+    ownership_final: bool,
     reservation: Reservation,
 }
 
@@ -59,6 +70,8 @@ impl std::fmt::Debug for CompactionTask {
 pub struct CompactionOutput {
     inputs: Vec<u64>,
     output: Option<Segment>,
+    ownership_gen: u64,
+    ownership_final: bool,
     _reservation: Reservation,
     /// Entries read from the inputs' footers.
     pub entries_in: u64,
@@ -121,6 +134,8 @@ impl CompactionTask {
         Ok(CompactionOutput {
             inputs: self.inputs.iter().map(|s| s.id).collect(),
             output,
+            ownership_gen: self.ownership_gen,
+            ownership_final: self.ownership_final,
             _reservation: self.reservation,
             entries_in,
             entries_out,
@@ -153,13 +168,42 @@ impl RegionStore {
     /// nothing to do (no segment, or fewer than two for a minor compaction). The task holds its
     /// input segments until its output is installed or dropped: other compactions leave them
     /// alone meanwhile. A major task drops delete markers only if it covers every segment and
-    /// the memtable is empty now (flush first).
+    /// the memtable is empty now (flush first). A minor task rewrites reference segments
+    /// first, when there are any it can clean ([`RegionStore::wants_reference_compaction`]):
+    /// up to [`TIER_WIDTH`] of them, smallest first, merged into one ordinary segment.
     pub fn compaction_task(&self, major: bool) -> Option<CompactionTask> {
+        if !major {
+            if let Some(refs) = self.reference_inputs() {
+                return Some(self.task_for(refs, false));
+            }
+        }
         let inputs = self.unreserved();
         if self.poisoned.is_some() || inputs.is_empty() || (!major && inputs.len() < 2) {
             return None;
         }
         Some(self.task_for(inputs, major))
+    }
+
+    /// Whether a minor compaction would rewrite reference segments now: some are not held by
+    /// another compaction, and the store's ownership is final (no split narrowing pending), so
+    /// the rewrite drops the rows they share.
+    pub fn wants_reference_compaction(&self) -> bool {
+        self.reference_inputs().is_some()
+    }
+
+    /// The reference segments a minor compaction rewrites next (see `compaction_task`).
+    fn reference_inputs(&self) -> Option<Vec<Arc<Segment>>> {
+        if self.poisoned.is_some() || self.narrowing_pending || self.references.is_empty() {
+            return None;
+        }
+        let mut refs: Vec<Arc<Segment>> = self
+            .unreserved()
+            .into_iter()
+            .filter(|s| self.references.contains(&s.id))
+            .collect();
+        refs.sort_by_key(|s| s.info.file_bytes);
+        refs.truncate(TIER_WIDTH);
+        (!refs.is_empty()).then_some(refs)
     }
 
     /// Segments no outstanding compaction holds.
@@ -204,6 +248,8 @@ impl RegionStore {
             rules: self.rules.clone(),
             now_ms: wall_ms(),
             owns_row: self.keeps_row.clone(),
+            ownership_gen: self.ownership_gen,
+            ownership_final: !self.narrowing_pending,
         }
     }
 
@@ -239,7 +285,10 @@ impl RegionStore {
     }
 
     /// Replace a compaction's input segments by its output (manifest first, then the old files
-    /// are deleted). Fails, leaving the store unchanged, if an input is no longer live.
+    /// are deleted; for a reference segment that deletes this store's link only). The output
+    /// is a reference segment if an input was one and the task did not filter with the
+    /// store's current, final ownership. Fails, leaving the store unchanged, if an input is no
+    /// longer live.
     pub fn install_compaction(&mut self, out: CompactionOutput) -> Result<()> {
         self.check_usable()?;
         let live: BTreeSet<u64> = self.segments.iter().map(|s| s.id).collect();
@@ -252,6 +301,12 @@ impl RegionStore {
             ));
         }
         let inputs: BTreeSet<u64> = out.inputs.iter().copied().collect();
+        let still_shared = inputs.iter().any(|id| self.references.contains(id))
+            && !(out.ownership_final && out.ownership_gen == self.ownership_gen);
+        let mut references: BTreeSet<u64> = self.references.difference(&inputs).copied().collect();
+        if let (true, Some(seg)) = (still_shared, &out.output) {
+            references.insert(seg.id);
+        }
         let mut segments: Vec<Arc<Segment>> = self
             .segments
             .iter()
@@ -259,7 +314,9 @@ impl RegionStore {
             .cloned()
             .collect();
         segments.extend(out.output.map(Arc::new));
+        let old_references = std::mem::replace(&mut self.references, references);
         if let Err(e) = self.write_manifest(&segments, self.log_floor) {
+            self.references = old_references;
             self.poison(&e);
             return Err(e);
         }

@@ -19,7 +19,7 @@
 //! This file holds the store's state ([`RegionStore`]), its options and what every path
 //! shares; each path has a file of its own: `open.rs` (opening and recovery), `read.rs` (gets
 //! and scans), `write.rs` (write batches, group commit, read-modify-writes), `flush.rs`,
-//! `compaction.rs`, `split.rs` (exporting half a region) and `checkpoint.rs` (a copy for
+//! `compaction.rs`, `split.rs` (a split by reference segments) and `checkpoint.rs` (a copy for
 //! backups).
 //!
 //! # Files (see `storage/FORMAT.md`)
@@ -270,7 +270,8 @@ fn parse_id(name: &str, ext: &str) -> Option<u64> {
         .and_then(|s| s.parse().ok())
 }
 
-fn segment_records(segments: &[Arc<Segment>]) -> Vec<SegmentRecord> {
+/// The manifest's records of `segments`, those in `references` flagged as reference segments.
+fn segment_records(segments: &[Arc<Segment>], references: &BTreeSet<u64>) -> Vec<SegmentRecord> {
     segments
         .iter()
         .map(|s| SegmentRecord {
@@ -278,6 +279,7 @@ fn segment_records(segments: &[Arc<Segment>]) -> Vec<SegmentRecord> {
             entries: s.info.entries,
             max_seq: s.info.max_seq,
             file_bytes: s.info.file_bytes,
+            reference: references.contains(&s.id),
         })
         .collect()
 }
@@ -317,6 +319,15 @@ pub struct RegionStore {
     /// The rows compactions keep: `owns_row` once a narrowing is final; wider while a
     /// narrowing may still be undone ([`RegionStore::narrow_reads`]).
     keeps_row: Option<RowPredicate>,
+    /// `keeps_row` is wider than `owns_row` ([`RegionStore::narrow_reads`] was called last):
+    /// rewriting a reference segment now would not drop the rows it shares.
+    narrowing_pending: bool,
+    /// Bumped whenever `owns_row`, `keeps_row` or `references` change: a compaction task made
+    /// before a bump may have kept rows the store no longer owns.
+    ownership_gen: u64,
+    /// Live segments that are reference segments (manifest `reference` flag): shared with the
+    /// other side of a split, they may hold rows this store does not own.
+    references: BTreeSet<u64>,
     background_flush: bool,
     background_write_rate: u64,
     /// [`StoreOptions::log_prealloc`], or 0 in `None` durability (see `open`).
@@ -358,7 +369,7 @@ impl RegionStore {
         let m = Manifest {
             next_file: self.next_file.load(Ordering::SeqCst),
             log_number,
-            segments: segment_records(segments),
+            segments: segment_records(segments, &self.references),
             families: self.families.iter().map(FamilyRecord::from).collect(),
             family_floors: self.floors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             last_seq: self.next_seq.saturating_sub(1),
@@ -423,6 +434,8 @@ impl RegionStore {
     pub fn set_owns_row(&mut self, pred: Option<RowPredicate>) {
         self.keeps_row = pred.clone();
         self.owns_row = pred;
+        self.narrowing_pending = false;
+        self.ownership_gen += 1;
     }
 
     /// Restrict the rows reads see to `pred`, while compactions keep every row of the last
@@ -431,6 +444,8 @@ impl RegionStore {
     /// `set_owns_row(pred)`, or undo it with `set_owns_row(wider)`.
     pub fn narrow_reads(&mut self, pred: Option<RowPredicate>) {
         self.owns_row = pred;
+        self.narrowing_pending = true;
+        self.ownership_gen += 1;
     }
 
     fn check_family(&self, family: &[u8]) -> Result<()> {
@@ -477,22 +492,44 @@ impl RegionStore {
         self.idem.len()
     }
 
-    /// Bytes held by the memtable and the segment files.
+    /// Bytes held by the memtable and the segment files, counting of a reference segment
+    /// only the share of its bytes in rows this store owns ([`Segment::owned_share`]).
     pub fn approximate_size(&self) -> u64 {
-        self.memtable_totals().0 as u64
-            + self.segments.iter().map(|s| s.info.file_bytes).sum::<u64>()
+        self.memtable_totals().0 as u64 + self.owned_segments().0
+    }
+
+    /// Estimated bytes and entries of the segments in rows this store owns: ordinary
+    /// segments whole, reference segments by their owned share.
+    fn owned_segments(&self) -> (u64, u64) {
+        self.segments.iter().fold((0, 0), |(bytes, entries), s| {
+            let share = match &self.owns_row {
+                Some(owns) if self.references.contains(&s.id) => s.owned_share(&**owns),
+                _ => 1.0,
+            };
+            (
+                bytes + (s.info.file_bytes as f64 * share) as u64,
+                entries + (s.info.entries as f64 * share) as u64,
+            )
+        })
+    }
+
+    /// Live reference segments (shared with the other side of a split; see
+    /// [`RegionStore::link_rows`]).
+    pub fn reference_segments(&self) -> usize {
+        self.references.len()
     }
 
     /// Figures for metrics.
     pub fn stats(&self) -> RegionStats {
         let (memtable_bytes, memtable_cells) = self.memtable_totals();
+        let (segment_bytes, segment_cells) = self.owned_segments();
         RegionStats {
             memtable_bytes: memtable_bytes as u64,
             memtable_cells: memtable_cells as u64,
             flushing: self.frozen.is_some(),
             segments: self.segments.len() as u64,
-            segment_bytes: self.segments.iter().map(|s| s.info.file_bytes).sum(),
-            segment_cells: self.segments.iter().map(|s| s.info.entries).sum(),
+            segment_bytes,
+            segment_cells,
             log_bytes: self.log.len(),
             reads: self.reads.load(Ordering::Relaxed),
             poisoned: self.poisoned.is_some(),

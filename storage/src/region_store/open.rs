@@ -190,6 +190,12 @@ impl RegionStore {
             max_id,
         } = list_store_files(&*fs, dir, names);
         let (mut segments, mut next_seq) = open_segments(&*fs, dir, &m)?;
+        let references: BTreeSet<u64> = m
+            .segments
+            .iter()
+            .filter(|r| r.reference)
+            .map(|r| r.id)
+            .collect();
         let mut clock = Clock::default();
         clock.observe(m.clock);
         let mut report = RecoveryReport {
@@ -297,7 +303,7 @@ impl RegionStore {
                         segments.extend(seg.map(Arc::new));
                         let spilled = Manifest {
                             next_file: file_ids,
-                            segments: segment_records(&segments),
+                            segments: segment_records(&segments, &references),
                             last_seq: next_seq.saturating_sub(1),
                             clock: clock.persisted(),
                             ..m.clone()
@@ -439,6 +445,9 @@ impl RegionStore {
             families,
             floors,
             keeps_row: options.owns_row.clone(),
+            narrowing_pending: false,
+            ownership_gen: 0,
+            references,
             owns_row: options.owns_row,
             background_flush: options.background_flush,
             background_write_rate: options.background_write_rate,

@@ -1,5 +1,31 @@
-//! Splits: exporting the rows a predicate selects into a new store directory, the half of a
-//! region a split moves to its new region.
+//! Splits without copying: the new region's store starts on this store's segment files.
+//!
+//! [`RegionStore::link_rows`] flushes the memtable (bounded by the memtable budget), then gives
+//! every segment a second name in the new store's directory (a hard link; a copy where the file
+//! system makes none) and writes a manifest there naming them as *reference segments*: files
+//! shared with another region, holding rows the store does not own. Rows are given to regions by
+//! a hash of their key (the salt bucket), so every segment holds rows of both halves; a store
+//! tells its own by its ownership predicate ([`StoreOptions::owns_row`], rebuilt from the
+//! catalog's bucket range at every open), which every read applies. This store's segments become
+//! reference segments too, as it is about to give up the other half. No row is copied: the
+//! pause is one flush, a link per segment and three manifest writes, whatever the region's size.
+//!
+//! Later, a minor compaction on each side rewrites reference segments first into ordinary ones
+//! holding only owned rows (`compaction.rs`), paced like any background compaction; the file
+//! goes when the second of its names does. Until then sizes count a reference segment by the
+//! owned share its index shows ([`Segment::owned_share`]), so a daughter does not look twice as
+//! large and ask for a split at once. A store holding reference segments may split again: the
+//! links are linked once more and the new store's predicate is narrower still (HBase instead
+//! refuses to split a region holding references; a predicate narrows for free here).
+//!
+//! # Crash safety
+//! The parent's manifest flags its segments before the new store's manifest exists; the new
+//! store's manifest is written last (after its links, its log and a directory fsync), then its
+//! parent directory is fsynced. Before the caller's commit point (the catalog naming the new
+//! region) the parent still owns every row and holds every file, so a crash at any step loses
+//! nothing: the new directory is an orphan of a split that did not happen (files without a
+//! manifest are refused, never opened as an empty store). Flagging a segment that stays wholly
+//! owned (a split undone) costs one rewrite, nothing else.
 
 use super::*;
 
@@ -31,44 +57,73 @@ pub(super) fn copy_raw(
 }
 
 impl RegionStore {
-    /// For a region split: durably write every raw entry (all versions and delete markers) of
-    /// the rows `pred` accepts as a new store in `dest_dir` (one segment and a manifest, both
-    /// fsynced), which [`RegionStore::open`] then opens. The families are `options.families`,
-    /// or this store's if that is empty.
-    pub fn export_rows(
+    /// For a region split: flush, then make `dest_dir` a new store holding the rows `pred`
+    /// accepts without copying them (see the module doc): every segment of this store gets a
+    /// second name there (hard link, or a durable copy) and becomes a reference segment on
+    /// both sides; the idempotency keys of rows `pred` accepts go to the new store's log; its
+    /// manifest, written last, names the segments as references. [`RegionStore::open`] with
+    /// an ownership predicate equivalent to `pred` then opens it. The families are
+    /// `options.families`, or this store's if that is empty.
+    ///
+    /// The store does not change what it serves: the caller narrows it
+    /// ([`RegionStore::narrow_reads`], then [`RegionStore::set_owns_row`] at its commit
+    /// point). A failure after the flush leaves `dest_dir` for the caller to remove; a failed
+    /// manifest write here poisons the store, as any manifest write does.
+    pub fn link_rows(
         &mut self,
         pred: &dyn Fn(&[u8]) -> bool,
         dest_dir: &Path,
         options: StoreOptions,
     ) -> Result<()> {
-        self.check_usable()?;
-        // The idempotency keys of the exported rows go with them, in the new store's log.
-        let keys: Vec<(Vec<u8>, LogIdem)> = self
-            .idem
-            .live()
-            .into_iter()
-            .filter(|(row, _)| pred(row))
-            .collect();
+        self.flush()?;
+        // This side gives up rows of its segments too: flag them before the new store names them.
+        let all: BTreeSet<u64> = self.segments.iter().map(|s| s.id).collect();
+        if !all.is_subset(&self.references) {
+            let old = std::mem::replace(&mut self.references, all);
+            if let Err(e) = self.write_manifest(&self.segments, self.log_floor) {
+                self.references = old;
+                self.poison(&e);
+                return Err(e);
+            }
+            self.ownership_gen += 1;
+        }
         let fs = &*self.fs;
         fs.create_dir_all(dest_dir)
             .map_err(|e| Error::io(dest_dir, e))?;
-        let rules = &self.rules;
-        let mut it = self.sources_from(None)?;
-        let rows = self.memtable_totals().1 as u64
-            + self.segments.iter().map(|s| s.info.entries).sum::<u64>();
-        let seg = write_segment(fs, dest_dir, 1, rows, None, &mut |w| {
-            copy_raw(&mut it, rules, pred, w)
-        })?;
+        if manifest::read(fs, dest_dir)?.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "split directory {} already holds a store",
+                dest_dir.display()
+            )));
+        }
+        let mut records = Vec::with_capacity(self.segments.len());
+        for seg in &self.segments {
+            let to = seg_path(dest_dir, seg.id);
+            fs.link_or_copy(seg.path(), &to)
+                .map_err(|e| Error::io(&to, e))?;
+            records.push(SegmentRecord {
+                id: seg.id,
+                entries: seg.info.entries,
+                max_seq: seg.info.max_seq,
+                file_bytes: seg.info.file_bytes,
+                reference: true,
+            });
+        }
+        // The links' directory entries are durable before a manifest names them (and before
+        // the log is created; the manifest write fsyncs the directory again for both).
+        fs.sync_dir(dest_dir).map_err(|e| Error::io(dest_dir, e))?;
         let families = if options.families.is_empty() {
             self.families.clone()
         } else {
             options.families.clone()
         };
-        // Log 2 is written even when empty: the manifest names it as the first live log, and
-        // an open refuses a manifest whose first live log is missing (a lost log).
+        // An id from this store's sequence: above every linked segment's. Written even when
+        // empty: the manifest names it as the first live log, and an open refuses a manifest
+        // whose first live log is missing (a lost log).
+        let log_id = self.alloc_file();
         {
-            let mut w = LogWriter::create(fs, &log_path(dest_dir, 2), 2, self.log_prealloc)?;
-            for (row, i) in keys {
+            let mut w = LogWriter::create(fs, &log_path(dest_dir, log_id), log_id, 0)?;
+            for (row, i) in self.idem.live().into_iter().filter(|(row, _)| pred(row)) {
                 w.add(&LogRecord {
                     seq: self.next_seq,
                     clock: self.clock.persisted(),
@@ -81,17 +136,9 @@ impl RegionStore {
             w.sync()?;
         }
         let m = Manifest {
-            next_file: 3,
-            log_number: 2,
-            segments: seg
-                .iter()
-                .map(|s| SegmentRecord {
-                    id: s.id,
-                    entries: s.info.entries,
-                    max_seq: s.info.max_seq,
-                    file_bytes: s.info.file_bytes,
-                })
-                .collect(),
+            next_file: self.next_file.load(Ordering::SeqCst),
+            log_number: log_id,
+            segments: records,
             families: families.iter().map(FamilyRecord::from).collect(),
             family_floors: self.floors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             last_seq: self.next_seq.saturating_sub(1),
@@ -102,5 +149,77 @@ impl RegionStore {
             fs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{Fault, FaultOp, SimFs};
+
+    /// A split child exported by an older build (rows copied into segment 1, a manifest naming
+    /// log 2 with `next_file = 3`, and no log at all: it had no idempotency keys to carry) whose
+    /// first open was cut short after it created its own log (here: the manifest's rename
+    /// fails) opens on the next try, with every exported row: its missing log 2 held nothing.
+    #[test]
+    fn an_old_export_whose_first_open_was_cut_short_still_opens() {
+        let fs = SimFs::new();
+        let sim: Arc<dyn FileSystem> = Arc::new(fs.clone());
+        let families = vec![FamilyDescriptor::new("cf")];
+        let (mut s, _) = RegionStore::open_with_fs(
+            sim.clone(),
+            Path::new("/parent"),
+            StoreOptions::new(families.clone()),
+        )
+        .unwrap();
+        let put = WriteOp::Mutate(RowMutation {
+            row: b"x".to_vec(),
+            mutations: vec![Mutation::Put {
+                family: b"cf".to_vec(),
+                qualifier: b"q".to_vec(),
+                timestamp: Some(1),
+                value: b"moved".to_vec(),
+            }],
+        });
+        for r in s.write_batch(vec![put]) {
+            r.unwrap();
+        }
+        s.flush().unwrap();
+        let child = Path::new("/child");
+        let seg = s.segments[0].clone();
+        fs.create_dir_all(child).unwrap();
+        fs.link_or_copy(seg.path(), &seg_path(child, 1)).unwrap();
+        fs.sync_dir(child).unwrap();
+        let old_export = Manifest {
+            next_file: 3,
+            log_number: 2,
+            segments: vec![SegmentRecord {
+                id: 1,
+                entries: seg.info.entries,
+                max_seq: seg.info.max_seq,
+                file_bytes: seg.info.file_bytes,
+                reference: false,
+            }],
+            families: families.iter().map(FamilyRecord::from).collect(),
+            family_floors: Vec::new(),
+            last_seq: s.next_seq - 1,
+            clock: s.clock.persisted(),
+        };
+        manifest::write(&fs, child, &old_export).unwrap();
+        let open_child =
+            || RegionStore::open_with_fs(sim.clone(), child, StoreOptions::new(families.clone()));
+        fs.inject(Fault {
+            op: FaultOp::Rename,
+            nth: 0,
+            persistent: true,
+        });
+        assert!(open_child().is_err(), "the first open is cut short");
+        fs.clear_faults();
+        let (store, _) = open_child().expect("the next open succeeds");
+        let row = store
+            .get(b"x", &ReadSpec::default())
+            .unwrap()
+            .expect("row x");
+        assert_eq!(row.cells.len(), 1);
     }
 }
