@@ -304,3 +304,66 @@ fn repair_running_alongside_writes_never_removes_a_live_entry() {
         }
     }
 }
+
+#[test]
+fn a_relationship_left_from_a_deleted_node_stays_hidden_and_gives_way_to_a_new_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(dir.path(), &["--durability", "sync"]);
+    let mut http = server.client();
+    for n in ["a", "b"] {
+        let (s, _) = send(
+            &mut http,
+            "POST",
+            "/apps/graph/nodes",
+            &format!(r#"{{"id":"{n}"}}"#),
+        );
+        assert_eq!(s, 201);
+    }
+    let rel = r#"{"start":"a","type":"t","end":"b","properties":{"old":"1"}}"#;
+    assert_eq!(
+        send(&mut http, "POST", "/apps/graph/relationships", rel).0,
+        201
+    );
+    // The cascade delete of `a` cut after its first write (the node row): `a -t-> b` is left.
+    server.set_env(&[("KURA_TEST_CRASH_AFTER_APP_WRITES", "1")]);
+    server.restart();
+    let cut = server
+        .client()
+        .request("DELETE", "/apps/graph/nodes/a?cascade=true", &[], b"");
+    assert!(cut.is_err(), "the hook kills the server before it answers");
+    server.set_env(&[]);
+    server.restart();
+    let mut http = server.client();
+    // `a` comes back under the same id: the old relationship is older than it, so hidden.
+    assert_eq!(
+        send(&mut http, "POST", "/apps/graph/nodes", r#"{"id":"a"}"#).0,
+        201
+    );
+    assert_eq!(
+        send(&mut http, "GET", "/apps/graph/relationships/a/t/b", "").0,
+        404
+    );
+    let list = |http: &mut Http, x: &str, dir: &str| {
+        let path = format!("/apps/graph/nodes/{x}/relationships?type=t&direction={dir}");
+        let (s, page) = send(http, "GET", &path, "");
+        assert_eq!(s, 200, "{page}");
+        page["relationships"].as_array().expect("list").clone()
+    };
+    assert!(list(&mut http, "a", "outgoing").is_empty());
+    assert!(list(&mut http, "b", "incoming").is_empty());
+    // Creating it again is a new relationship (201, not 409), listed once from each end.
+    let (s, created) = send(
+        &mut http,
+        "POST",
+        "/apps/graph/relationships",
+        r#"{"start":"a","type":"t","end":"b"}"#,
+    );
+    assert_eq!(s, 201, "{created}");
+    assert_eq!(created["properties"], json!({}));
+    assert_eq!(list(&mut http, "a", "outgoing"), vec![created.clone()]);
+    assert_eq!(list(&mut http, "b", "incoming"), vec![created]);
+    let url = format!("http://{}", server.addr);
+    let (out, report) = repair(&url, &["--app", "graph"], &[]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(report["changed"], json!(0), "{report:#}");
+}
