@@ -209,7 +209,7 @@ pub struct Args {
     /// How long the disk probe runs.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub disk_probe_secs: Duration,
-    /// With --spawn-server: kill the (first) server with SIGKILL this long into the run phase,
+    /// With --spawn-server (one server): kill it with SIGKILL this long into the run phase,
     /// start it again on the same port and data dir, and report the recovery time (kill →
     /// first successful operation). The workload's own check then runs on the restarted
     /// server; `-w durable-write` reads back every acknowledged write.
@@ -567,6 +567,13 @@ async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
         if args.spawn_server.is_none() {
             return Err(LoadError::Args(
                 "--kill-after needs --spawn-server (kura-load restarts the server it killed)"
+                    .into(),
+            ));
+        }
+        if args.servers != 1 {
+            return Err(LoadError::Args(
+                "--kill-after kills and restarts one server: give --servers 1 (with several, \
+                 the others would answer during the outage and hide it)"
                     .into(),
             ));
         }

@@ -4,11 +4,13 @@
 //! SIGKILL mid-run must lose no acknowledged write.
 //!
 //! The server binary is `target/<profile>/kura` beside this test's own binary, brought up to
-//! date first with the cargo that builds this test (`cargo build -p kura`, a no-op when it is).
-//! `KURA_BIN` names another one.
+//! date first with the cargo that builds this test (`cargo build -p kura`, a no-op when it is;
+//! see [`build_kura`] for a `cargo test` that holds the target dir's lock: then a binary built
+//! earlier is used, so build the server after changing it). `KURA_BIN` names another one.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use kura_bench::runner::{self, Mode, PhaseConfig, Spread};
 use kura_bench::server::{wait_healthy, SpawnedServer};
 use kura_bench::workload::{Params, Workload, WorkloadName};
 
-/// The `kura` server binary (built once per test process if missing).
+/// The `kura` server binary, brought up to date once per test process.
 fn kura_bin() -> PathBuf {
     static BIN: OnceLock<Mutex<Option<PathBuf>>> = OnceLock::new();
     let mut guard = BIN
@@ -40,24 +42,90 @@ fn kura_bin() -> PathBuf {
                 .and_then(Path::parent)
                 .expect("test binary under target/<profile>/deps")
                 .to_path_buf();
-            // Always through cargo: a no-op when the binary is up to date, and never a stale
-            // server left by an older build.
-            let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "-p", "kura", "--bin", "kura", "--target-dir"])
-                .arg(&target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build -p kura");
-            assert!(status.success(), "cargo build -p kura failed");
-            profile_dir.join("kura")
+            build_kura(&profile_dir)
         }
     };
-    assert!(bin.exists(), "no kura binary at {}", bin.display());
+    assert!(
+        bin.exists(),
+        "no kura server binary at {}: build it first (`cargo build -p kura`) or set KURA_BIN",
+        bin.display()
+    );
     *guard = Some(bin.clone());
     bin
+}
+
+/// `cargo build -p kura --bin kura` into the target dir of this test, through the cargo that
+/// built it: a no-op when the binary is up to date, so a run never tests a stale server.
+///
+/// A `cargo test` of a whole package keeps the target dir locked while its tests run, and the
+/// build would wait for it forever: it is stopped, and the binary already there is used (in a
+/// `cargo test --workspace` the `kura` package's own tests made cargo build it); without one, the
+/// server is built in a target dir of its own (`<target>/kura-load-server`).
+fn build_kura(profile_dir: &Path) -> PathBuf {
+    let target_dir = profile_dir.parent().expect("target dir");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let bin = profile_dir.join("kura");
+    if cargo_build_kura(target_dir, release) {
+        return bin;
+    }
+    if bin.exists() {
+        return bin;
+    }
+    let own = target_dir.join("kura-load-server");
+    assert!(
+        cargo_build_kura(&own, release),
+        "{} is locked too",
+        own.display()
+    );
+    own.join(if release { "release" } else { "debug" })
+        .join("kura")
+}
+
+/// Run the build into `target_dir`; false if it had to wait for the directory's lock.
+fn cargo_build_kura(target_dir: &Path, release: bool) -> bool {
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-p", "kura", "--bin", "kura", "--target-dir"])
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::piped());
+    if release {
+        cmd.arg("--release");
+    }
+    // Without the variables cargo set for this test: build scripts that watch one of them
+    // (ring's watches CARGO_PKG_NAME) would otherwise rebuild, and their dependants with them,
+    // each time this build and a build from a shell take turns.
+    for (k, _) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                name.as_ref(),
+                "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
+            )
+        {
+            cmd.env_remove(&k);
+        }
+    }
+    let mut child = cmd.spawn().expect("run cargo build -p kura");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut locked = false;
+    for line in BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        eprintln!("{line}");
+        if line.contains("Blocking waiting for file lock") {
+            locked = true;
+            let _ = child.kill();
+            break;
+        }
+    }
+    let status = child.wait().expect("wait for cargo build");
+    assert!(locked || status.success(), "cargo build -p kura failed");
+    !locked
 }
 
 /// Run kura-load with `args` against a spawned server; its exit code and result.json.
