@@ -18,7 +18,7 @@
 //! - [`sequence`]: per-owner ids with creation times, by check-and-mutate on a sequence row.
 //! - [`idempotency`]: `Idempotency-Key` on every write: the first answer stored with the
 //!   request's first row change (family `i` of every table, TTL 10 minutes).
-//! - [`write`]: every store write of the applications, and the crash test hook.
+//! - [`write`](mod@write): every store write of the applications, and the crash test hook.
 //! - [`repair`]: `POST /admin/repair` (`kura repair`), which finishes or removes what a crash
 //!   left between an entity's rows.
 //!
