@@ -12,7 +12,10 @@
 use crate::config::Config;
 use crate::guard::{AuthToken, Guard};
 use crate::state::StateSource;
-use actix_web::dev::{Extensions, Server, Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::body::MessageBody;
+use actix_web::dev::{
+    Extensions, Server, Service, ServiceFactory, ServiceRequest, ServiceResponse, Transform,
+};
 use actix_web::{web, App, Error, HttpServer};
 use futures::future::{ready, Either, LocalBoxFuture, Ready};
 use std::cell::OnceCell;
@@ -115,6 +118,35 @@ where
     }
 }
 
+/// The App every worker of the server runs, over the state `source` publishes: the routes of
+/// [`crate::configure`] inside the middlewares of the module doc. Tests build theirs with it
+/// too, so that they go through exactly the server's stack.
+pub fn app(
+    source: Arc<StateSource>,
+    guard: Guard,
+    max_body: usize,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    let metrics = Arc::clone(&source.ops().metrics);
+    App::new()
+        .app_data(web::PayloadConfig::new(max_body))
+        .app_data(web::JsonConfig::default().limit(max_body))
+        // Innermost: every handler finds `web::Data<AppState>`.
+        .wrap(ProvideState { source })
+        .wrap(actix_web::middleware::Compress::default())
+        .wrap(guard)
+        // Outermost, so that refusals and panics are counted too.
+        .wrap(crate::ops::metrics::MetricsMiddleware::new(metrics))
+        .configure(crate::configure)
+}
+
 /// Builds the server exactly as `main` runs it, bound; it starts its workers when first polled.
 /// Handlers find the [`AppState`](crate::state::AppState) through `state` (requests wait until
 /// it is set). With `register_arbiters`, each worker records its arbiter in `state` as it
@@ -129,28 +161,13 @@ pub fn build_server(
     let addrs = config
         .validate()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let token = AuthToken(token);
     let max_body = config.max_body;
-    let loopback_only = !config.allow_remote;
-    let metrics = Arc::clone(&state.ops().metrics);
+    let guard = Guard::new(AuthToken(token), !config.allow_remote);
     let mut server = HttpServer::new(move || {
         if register_arbiters {
             state.register_current_arbiter();
         }
-        App::new()
-            .app_data(web::PayloadConfig::new(max_body))
-            .app_data(web::JsonConfig::default().limit(max_body))
-            // Innermost: every handler finds `web::Data<AppState>`.
-            .wrap(ProvideState {
-                source: Arc::clone(&state),
-            })
-            .wrap(actix_web::middleware::Compress::default())
-            .wrap(Guard::new(token.clone(), loopback_only))
-            // Outermost, so that refusals and panics are counted too.
-            .wrap(crate::ops::metrics::MetricsMiddleware::new(Arc::clone(
-                &metrics,
-            )))
-            .configure(crate::configure)
+        app(Arc::clone(&state), guard.clone(), max_body)
     })
     .client_request_timeout(Duration::from_secs(config.header_timeout_secs.max(1)))
     // actix leaves Nagle on by default: a response written as head + body then waits for the

@@ -124,6 +124,16 @@ impl StateSource {
         source
     }
 
+    /// A source publishing `state` as it is: a test keeps the same handle (and its `ops`) as
+    /// the handlers find.
+    pub fn ready_data(state: actix_web::web::Data<AppState>) -> std::sync::Arc<StateSource> {
+        let source = StateSource::pending_with(std::sync::Arc::clone(&state.ops));
+        if source.state.set(state).is_ok() {
+            source.ready.notify_waiters();
+        }
+        source
+    }
+
     /// Publish the state, with the source's [`StateSource::ops`] as its own, and wake every
     /// request waiting for it. A second call is ignored.
     pub fn set(&self, mut state: AppState) {

@@ -1,10 +1,10 @@
 //! The user action log over HTTP (APPS_API.md "User action log"): order by stamp descending with
 //! ties by action id, offset/limit paging as the SQL it replaces, cursor paging, errors.
 
-mod apps_support;
+mod support;
 
-use apps_support::*;
 use serde_json::{json, Value};
+use support::*;
 
 fn ids(page: &Value) -> Vec<u64> {
     page["actions"]

@@ -1,10 +1,10 @@
 //! The blog over HTTP (APPS_API.md "Blog"): create, get, the main and category lists in order,
 //! keyset paging without skips or repeats, update in place, delete from both lists, errors.
 
-mod apps_support;
+mod support;
 
-use apps_support::*;
 use serde_json::{json, Value};
+use support::*;
 
 fn ids(page: &Value) -> Vec<u64> {
     page["articles"]

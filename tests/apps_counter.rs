@@ -2,10 +2,10 @@
 //! hourly/daily/total for a URL or a domain with its subdomains, label boundaries, ranges, errors,
 //! and concurrent hits totalling exactly.
 
-mod apps_support;
+mod support;
 
-use apps_support::*;
 use serde_json::{json, Value};
+use support::*;
 
 /// 2024-01-02T03:04:05Z in ms.
 const T0: i64 = 1_704_164_645_000;

@@ -2,10 +2,10 @@
 //! newest first with cursors, cascade, errors, and the consistency of the adjacency index under
 //! concurrent PATCH/DELETE storms and concurrent creates.
 
-mod apps_support;
+mod support;
 
-use apps_support::*;
 use serde_json::{json, Value};
+use support::*;
 
 fn rels(page: &Value) -> Vec<Value> {
     page["relationships"]

@@ -2,16 +2,16 @@
 //! driven by 32 OS threads at once, so handlers truly run in parallel on several threads:
 //! create/patch/delete storms on one relationship, concurrent creates, concurrent hits.
 
-mod apps_support;
+mod support;
 
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpServer};
-use apps_support::store;
 use kura::state::{AppState, Limits};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Barrier};
+use support::store;
 
 /// One HTTP/1.1 request on a fresh connection: `(status, JSON body or Null)`.
 fn http(addr: SocketAddr, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {

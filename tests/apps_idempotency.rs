@@ -2,11 +2,11 @@
 //! same key gets the first answer (status and body) and applies nothing again; a write of
 //! several rows is deduplicated as a whole. Across kill -9: `tests/crash_apps_idempotency.rs`.
 
-mod apps_support;
+mod support;
 
 use actix_web::test::TestRequest;
-use apps_support::*;
 use serde_json::{json, Value};
+use support::*;
 
 /// 2024-01-02T03:04:05Z in ms.
 const T0: i64 = 1_704_164_645_000;

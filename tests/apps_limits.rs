@@ -3,12 +3,12 @@
 //! writes nothing (so what they store stays readable and writable through the REST API), and a
 //! declared `Content-Length` over `--max-body` is a 413 before any of the body is read.
 
-mod apps_support;
+mod support;
 
 use actix_web::{test, web, App};
-use apps_support::{assert_error, delete, get, patch, post, read, store};
 use kura::state::{AppState, Limits};
 use serde_json::{json, Value};
+use support::{assert_error, delete, get, patch, post, read, store};
 
 /// A cell limit small enough to test without megabytes.
 const MAX_VALUE: usize = 1000;

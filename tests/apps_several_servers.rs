@@ -4,11 +4,11 @@
 //! over both: what APPS_API.md promises must hold as it does with one server, because nothing
 //! it rests on may live inside one process.
 
-mod apps_support;
+mod support;
 
-use apps_support::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use support::*;
 
 /// How far the second server's clock runs ahead of the first's, in ms.
 const SKEW_MS: i64 = 5_000;

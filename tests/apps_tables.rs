@@ -1,11 +1,11 @@
 //! The applications' tables: created at start-up (or by the first request) with their families
 //! and a 4-byte salt prefix, idempotently, and readable through the HBase REST API.
 
-mod apps_support;
+mod support;
 
-use apps_support::*;
 use base64::Engine;
 use serde_json::json;
+use support::*;
 
 #[actix_web::test]
 async fn ensure_tables_creates_every_application_table_once() {

@@ -1,11 +1,11 @@
 //! Online backups are the embedded backend's: on Bigtable, `POST /admin/backups` answers 400
 //! naming what to use instead (Bigtable's own backups, or `kura export`).
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
 use kura_bigtable::emulator::Emulator;
-use rest_support::*;
+use support::*;
 
 #[actix_web::test]
 async fn a_backup_on_the_bigtable_backend_is_refused_with_400() {

@@ -2,11 +2,11 @@
 //! the HBase REST API, and Kura reads what `cbt` wrote, over one real emulator. Timestamps
 //! cross as HBase milliseconds on Kura's side and Bigtable microseconds on `cbt`'s.
 
-mod rest_support;
+mod support;
 
 use kura_bigtable::emulator::Emulator;
-use rest_support::*;
 use std::process::Command;
+use support::*;
 
 /// Runs `cbt -project p -instance i ARGS` against the emulator; its standard output.
 fn cbt(emulator: &Emulator, args: &[&str]) -> String {

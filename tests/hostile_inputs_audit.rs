@@ -8,10 +8,10 @@
 //! - negative path timestamps and reversed `t1,t2` ranges were silently empty (404) or deleted
 //!   nothing (200); negative or reversed scanner time ranges were accepted.
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
-use rest_support::{b64, client, Client};
+use support::{b64, client, Client};
 
 async fn table_with_cell() -> Client {
     let c = client().await;
@@ -20,7 +20,7 @@ async fn table_with_cell() -> Client {
     c
 }
 
-fn assert_400(r: &rest_support::Resp, mentions: &str) {
+fn assert_400(r: &support::Resp, mentions: &str) {
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
         r.text().contains(mentions),

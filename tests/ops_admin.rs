@@ -2,7 +2,7 @@
 //! errors, over a real store.
 
 #[macro_use]
-mod ops_support;
+mod support;
 
 use actix_web::test::{call_service, read_body, TestRequest};
 use kura_actors::storage::model::ReadSpec;
@@ -50,9 +50,9 @@ fn sum(v: &Value, field: &str) -> u64 {
 
 #[actix_web::test]
 async fn tables_are_listed_with_families_salting_and_region_count() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "alpha", 32, 4).await;
-    ops_support::create_table(&kura, "beta", 8, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "alpha", 32, 4).await;
+    support::create_table(&kura, "beta", 8, 1).await;
     let app = ops_app!(kura);
     let (status, v) = call!(app, get, "/admin/tables");
     assert_eq!(status, 200);
@@ -76,8 +76,8 @@ async fn tables_are_listed_with_families_salting_and_region_count() {
 
 #[actix_web::test]
 async fn regions_cover_every_bucket_once_in_order() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "t", 64, 4).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "t", 64, 4).await;
     let app = ops_app!(kura);
     let (status, v) = call!(app, get, "/admin/tables/t/regions");
     assert_eq!(status, 200);
@@ -116,10 +116,10 @@ async fn regions_cover_every_bucket_once_in_order() {
 
 #[actix_web::test]
 async fn flush_moves_the_memtable_into_segments_and_keeps_the_data() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "f", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "f", 16, 1).await;
     for i in 0..30 {
-        ops_support::put(&kura, "f", &format!("k{i:02}"), "value").await;
+        support::put(&kura, "f", &format!("k{i:02}"), "value").await;
     }
     let app = ops_app!(kura);
     let (_, before) = call!(app, get, "/admin/tables/f/regions");
@@ -143,12 +143,12 @@ async fn flush_moves_the_memtable_into_segments_and_keeps_the_data() {
 
 #[actix_web::test]
 async fn major_compaction_merges_segments() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "c", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "c", 16, 1).await;
     let app = ops_app!(kura);
     for round in 0..3 {
         for i in 0..10 {
-            ops_support::put(&kura, "c", &format!("k{i}"), &format!("v{round}")).await;
+            support::put(&kura, "c", &format!("k{i}"), &format!("v{round}")).await;
         }
         let (status, _) = call!(app, post, "/admin/tables/c/flush");
         assert_eq!(status, 200);
@@ -177,10 +177,10 @@ async fn major_compaction_merges_segments() {
 
 #[actix_web::test]
 async fn split_at_a_bucket_adds_exactly_one_region() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "s", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "s", 16, 1).await;
     for i in 0..50 {
-        ops_support::put(&kura, "s", &format!("row{i:02}"), "x").await;
+        support::put(&kura, "s", &format!("row{i:02}"), "x").await;
     }
     let app = ops_app!(kura);
     let (_, before) = call!(app, get, "/admin/tables/s/regions");
@@ -227,10 +227,10 @@ async fn split_at_a_bucket_adds_exactly_one_region() {
 
 #[actix_web::test]
 async fn split_by_size_cuts_next_to_the_bucket_that_took_the_writes() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "hot", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "hot", 16, 1).await;
     for i in 0..200 {
-        ops_support::put(&kura, "hot", "the-hot-row", &format!("v{i}")).await;
+        support::put(&kura, "hot", "the-hot-row", &format!("v{i}")).await;
     }
     let hot = kura.bucket_of("hot", b"the-hot-row").expect("bucket");
     let app = ops_app!(kura);
@@ -264,8 +264,8 @@ async fn split_by_size_cuts_next_to_the_bucket_that_took_the_writes() {
 
 #[actix_web::test]
 async fn unknown_tables_and_regions_are_json_404s() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "t", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "t", 16, 1).await;
     let app = ops_app!(kura);
     for (uri, post) in [
         ("/admin/tables/nope", false),
@@ -297,8 +297,8 @@ async fn unknown_tables_and_regions_are_json_404s() {
 
 #[actix_web::test]
 async fn bad_admin_input_is_a_json_400() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "t", 16, 2).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "t", 16, 2).await;
     let app = ops_app!(kura);
     let (_, v) = call!(app, get, "/admin/tables/t/regions");
     let first = &v["regions"][0];
@@ -341,8 +341,8 @@ async fn bad_admin_input_is_a_json_400() {
 
 #[actix_web::test]
 async fn heatmap_is_a_time_by_bucket_matrix_that_shows_activity() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "h", 16, 2).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "h", 16, 2).await;
     let app = ops_app!(kura);
     let (status, v) = call!(app, get, "/admin/tables/h/heatmap");
     assert_eq!(status, 200);
@@ -352,7 +352,7 @@ async fn heatmap_is_a_time_by_bucket_matrix_that_shows_activity() {
 
     let rows: Vec<String> = (0..20).map(|i| format!("user{i}")).collect();
     for r in &rows {
-        ops_support::put(&kura, "h", r, "x").await;
+        support::put(&kura, "h", r, "x").await;
     }
     let read = kura
         .get("h", b"user3", &ReadSpec::default())
@@ -401,9 +401,9 @@ async fn heatmap_is_a_time_by_bucket_matrix_that_shows_activity() {
 
 #[actix_web::test]
 async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_interval() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "hm", 8, 1).await;
-    let state = ops_support::state(&kura);
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "hm", 8, 1).await;
+    let state = support::state(&kura);
     let app = actix_web::test::init_service(
         actix_web::App::new()
             .app_data(state.clone())
@@ -417,11 +417,11 @@ async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_inte
     let sampler = kura::ops::heatmap::sampler(&state).await;
 
     for i in 0..10 {
-        ops_support::put(&kura, "hm", &format!("a{i}"), "x").await;
+        support::put(&kura, "hm", &format!("a{i}"), "x").await;
     }
     sampler.sample(&state.kura).await; // what the 5-second tick does
     for i in 0..3 {
-        ops_support::put(&kura, "hm", &format!("b{i}"), "x").await;
+        support::put(&kura, "hm", &format!("b{i}"), "x").await;
     }
     let (_, v) = call!(app, get, "/admin/tables/hm/heatmap");
     let writes = v["writes"].as_array().expect("writes");
@@ -466,7 +466,7 @@ async fn heatmap_keeps_one_column_per_sample_and_attributes_writes_to_their_inte
 
 #[actix_web::test]
 async fn a_wrong_method_on_an_admin_endpoint_is_a_json_405_naming_the_right_one() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     for (uri, allow) in [
         ("/admin/tables", "GET"),

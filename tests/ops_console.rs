@@ -2,7 +2,7 @@
 //! file the page references is served.
 
 #[macro_use]
-mod ops_support;
+mod support;
 
 use actix_web::test::{call_service, read_body, TestRequest};
 
@@ -25,7 +25,7 @@ fn content_type(h: &actix_web::http::header::HeaderMap) -> String {
 
 #[actix_web::test]
 async fn ui_without_slash_redirects_to_the_console() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     let (status, headers, _) = get!(app, "/ui");
     assert!(status == 301 || status == 308, "status {status}");
@@ -37,7 +37,7 @@ async fn ui_without_slash_redirects_to_the_console() {
 
 #[actix_web::test]
 async fn console_assets_are_served_with_their_content_types() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     for (uri, ct, marker) in [
         ("/ui/", "text/html", "<title>Kura console</title>"),
@@ -73,7 +73,7 @@ async fn console_assets_are_served_with_their_content_types() {
 
 #[actix_web::test]
 async fn every_file_the_page_references_is_served_locally() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     let (_, _, body) = get!(app, "/ui/");
     let html = String::from_utf8(body.to_vec()).expect("utf-8");
@@ -104,7 +104,7 @@ async fn every_file_the_page_references_is_served_locally() {
 
 #[actix_web::test]
 async fn unknown_console_files_are_404() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     let (status, _, _) = get!(app, "/ui/nope.js");
     assert_eq!(status, 404);
@@ -113,7 +113,7 @@ async fn unknown_console_files_are_404() {
 #[actix_web::test]
 async fn operations_paths_answer_head_and_refuse_other_methods_with_405() {
     use actix_web::http::Method;
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     for path in ["/healthz", "/metrics", "/ui/"] {
         let head = call_service(

@@ -2,7 +2,7 @@
 //! replayed), and a server that has begun to shut down says so with 503.
 
 #[macro_use]
-mod ops_support;
+mod support;
 mod server_harness;
 
 use server_harness::{create_table, Server};
@@ -65,8 +65,8 @@ fn metrics_value(text: &str, name: &str) -> f64 {
 #[actix_web::test]
 async fn healthz_answers_503_once_the_server_is_shutting_down() {
     use actix_web::test;
-    let (kura, _dir) = ops_support::start_kura().await;
-    let state = ops_support::state(&kura);
+    let (kura, _dir) = support::start_kura().await;
+    let state = support::state(&kura);
     let ops = std::sync::Arc::clone(&state.ops);
     let app = ops_app!(state, state);
     let resp =

@@ -2,7 +2,7 @@
 //! and counters that move with requests and writes.
 
 #[macro_use]
-mod ops_support;
+mod support;
 
 use actix_web::test::{call_service, read_body, TestRequest};
 use prometheus_parse::{LineInfo, Scrape, Value};
@@ -55,7 +55,7 @@ macro_rules! scrape {
 
 #[actix_web::test]
 async fn healthz_answers_ok_as_plain_text() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     let res = call_service(&app, TestRequest::get().uri("/healthz").to_request()).await;
     assert_eq!(res.status(), 200);
@@ -71,7 +71,7 @@ async fn healthz_answers_ok_as_plain_text() {
 
 #[actix_web::test]
 async fn metrics_parse_and_request_counters_move_with_requests() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     let labels = [("endpoint", "healthz"), ("op", "get"), ("status", "2xx")];
     let before = scrape!(app);
@@ -105,7 +105,7 @@ async fn metrics_parse_and_request_counters_move_with_requests() {
 
 #[actix_web::test]
 async fn metrics_count_errors_by_status_class() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let app = ops_app!(kura);
     let labels = [("endpoint", "admin"), ("op", "flush"), ("status", "4xx")];
     let n0 = value(&scrape!(app), "kura_http_requests_total", &labels).unwrap_or(0.0);
@@ -123,8 +123,9 @@ async fn metrics_count_errors_by_status_class() {
 
 #[actix_web::test]
 async fn region_figures_appear_per_region_and_move_with_writes() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "m", 16, 2).await;
+    let (kura, _dir) =
+        support::start_kura_with(|c| c.durability = kura_actors::storage::Durability::Sync).await;
+    support::create_table(&kura, "m", 16, 2).await;
     let app = ops_app!(kura);
 
     let before = scrape!(app);
@@ -140,7 +141,7 @@ async fn region_figures_appear_per_region_and_move_with_writes() {
     assert_eq!(regions.len(), 2, "one writes series per region");
 
     for i in 0..40 {
-        ops_support::put(&kura, "m", &format!("row{i:03}"), "v").await;
+        support::put(&kura, "m", &format!("row{i:03}"), "v").await;
     }
     let after = scrape!(app);
     let total = |s: &Scrape, metric: &str| -> f64 {
@@ -178,8 +179,8 @@ async fn region_figures_appear_per_region_and_move_with_writes() {
 
 #[actix_web::test]
 async fn splits_are_counted_per_table() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "s", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "s", 16, 1).await;
     let app = ops_app!(kura);
     assert_eq!(
         value(&scrape!(app), "kura_table_splits_total", &[("table", "s")]),
@@ -207,8 +208,8 @@ async fn splits_are_counted_per_table() {
 
 #[actix_web::test]
 async fn scanner_gauge_counts_open_rest_scanners() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "sc", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "sc", 16, 1).await;
     let app = ops_app!(kura);
     assert_eq!(value(&scrape!(app), "kura_scanners_open", &[]), Some(0.0));
     let res = call_service(
@@ -242,8 +243,8 @@ async fn scanner_gauge_counts_open_rest_scanners() {
 
 #[actix_web::test]
 async fn rest_requests_are_counted_by_endpoint_kind_and_operation() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "r", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "r", 16, 1).await;
     let app = ops_app!(kura);
     let before = scrape!(app);
     let count = |s: &Scrape, endpoint: &str, op: &str| {

@@ -2,7 +2,7 @@
 //! requests and admin operations in `/metrics`, and each has its own shutting-down flag.
 
 #[macro_use]
-mod ops_support;
+mod support;
 
 use actix_web::test::{call_service, read_body, TestRequest};
 use prometheus_parse::{Scrape, Value};
@@ -35,8 +35,8 @@ const HEALTHZ_OK: [(&str, &str); 3] = [("endpoint", "healthz"), ("op", "get"), (
 
 #[actix_web::test]
 async fn requests_counted_on_one_server_do_not_show_on_another() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    ops_support::create_table(&kura, "t", 16, 1).await;
+    let (kura, _dir) = support::start_kura().await;
+    support::create_table(&kura, "t", 16, 1).await;
     // Both servers serve the same store, as two servers of one process do.
     let one = ops_app!(kura);
     let other = ops_app!(kura);
@@ -89,8 +89,8 @@ async fn requests_counted_on_one_server_do_not_show_on_another() {
 
 #[actix_web::test]
 async fn one_server_shutting_down_leaves_the_other_ready() {
-    let (kura, _dir) = ops_support::start_kura().await;
-    let closing = ops_support::state(&kura);
+    let (kura, _dir) = support::start_kura().await;
+    let closing = support::state(&kura);
     let ops = std::sync::Arc::clone(&closing.ops);
     let closing = ops_app!(closing, state);
     let staying = ops_app!(kura);
@@ -105,7 +105,7 @@ async fn one_server_shutting_down_leaves_the_other_ready() {
 
 #[actix_web::test]
 async fn a_published_state_shares_the_operations_state_of_its_source() {
-    let (kura, _dir) = ops_support::start_kura().await;
+    let (kura, _dir) = support::start_kura().await;
     let source = kura::state::StateSource::pending();
     let earlier = kura::state::StateSource::pending();
     source.set(kura::state::AppState::new(

@@ -1,9 +1,9 @@
 //! `?check=put|delete|append|increment` with `rr=` (spec §5) on a real store.
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
-use rest_support::*;
+use support::*;
 
 #[actix_web::test]
 async fn check_put_writes_every_cell_only_when_the_check_passes() {

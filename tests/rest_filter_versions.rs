@@ -2,10 +2,10 @@
 //! HBase, where a filter judges every version in the time range and `maxVersions` then counts the
 //! versions it kept. Stateless scans, multiget and stateful scanners on a real store.
 
-mod rest_support;
+mod support;
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use rest_support::*;
+use support::*;
 
 /// Table `t` (family `cf`, VERSIONS=4). `r1` holds `cf:a` = old@1, new@2, old@3 and
 /// `cf:b` = new@5; `r2` holds `cf:a` = new@1 only.

@@ -3,10 +3,10 @@
 //! (what the Java client sends) and as the filter language of stateless scans, and the same
 //! expected rows and cells.
 
-mod rest_support;
+mod support;
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
-use rest_support::*;
+use support::*;
 
 const T: &str = "TestScannersWithFilters";
 const FAM: [&str; 2] = ["testFamilyOne", "testFamilyTwo"];

@@ -1,13 +1,13 @@
 //! `Idempotency-Key` on `?check=increment|append|put|delete`: a retried request gets the first
 //! answer and is applied once, also after a restart; another key applies again.
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
 use kura::state::Limits;
 use kura_actors::storage::Durability;
 use kura_actors::{Kura, KuraConfig};
-use rest_support::*;
+use support::*;
 
 async fn keyed(c: &Client, uri: &str, key: &str, body: &serde_json::Value) -> Resp {
     c.req(

@@ -1,12 +1,12 @@
 //! Limits, hostile input, negotiation errors, bearer tokens and panic catching (RELIABILITY.md).
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
 use actix_web::{test, web, App, HttpResponse};
 use kura::guard::{AuthToken, Guard};
 use kura::state::{AppState, Limits};
-use rest_support::*;
+use support::*;
 
 #[actix_web::test]
 async fn row_key_and_qualifier_limits_are_exact() {

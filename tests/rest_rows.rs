@@ -1,9 +1,9 @@
 //! Row GET/PUT/POST/DELETE over the HBase REST API (spec §2, §3, §4.1, §7) on a real store.
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
-use rest_support::*;
+use support::*;
 
 #[actix_web::test]
 async fn json_put_then_get_returns_cells_in_hbase_order() {

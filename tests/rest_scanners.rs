@@ -1,10 +1,10 @@
 //! Stateful scanners and stateless scans (spec §1.5, §2, §4.2) on a real store.
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
 use kura::state::Limits;
-use rest_support::*;
+use support::*;
 
 /// Table `t` with rows r0..r{n-1}, each with cells cf:a and cf:b.
 async fn fixture(c: &Client, n: usize) {

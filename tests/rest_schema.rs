@@ -1,9 +1,9 @@
 //! Table list, versions, status, namespaces, schemas, exists and regions over the HBase REST API.
 
-mod rest_support;
+mod support;
 
 use actix_web::http::Method;
-use rest_support::*;
+use support::*;
 
 #[actix_web::test]
 async fn table_list_in_text_json_and_xml() {

@@ -3,11 +3,11 @@
 //! message says what is wrong, and nothing of it is written. The request-head limit (431) is
 //! checked against the real binary, whose middleware stack it needs.
 
-mod rest_support;
 mod server_harness;
+mod support;
 
 use actix_web::http::Method;
-use rest_support::{b64, client, Client};
+use support::{b64, client, Client};
 
 async fn table() -> Client {
     let c = client().await;
@@ -31,7 +31,7 @@ async fn assert_table_empty(c: &Client) {
     );
 }
 
-async fn put_raw(c: &Client, content_type: &str, body: &str) -> rest_support::Resp {
+async fn put_raw(c: &Client, content_type: &str, body: &str) -> support::Resp {
     c.req(
         Method::PUT,
         "/t/fakerow",
@@ -44,7 +44,7 @@ async fn put_raw(c: &Client, content_type: &str, body: &str) -> rest_support::Re
     .await
 }
 
-fn assert_refused(r: &rest_support::Resp, mentions: &str) {
+fn assert_refused(r: &support::Resp, mentions: &str) {
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(
         r.text().contains(mentions),
