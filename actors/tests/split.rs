@@ -275,3 +275,64 @@ async fn a_region_past_the_threshold_splits_by_itself() {
     assert_eq!(all, (0..800).map(key).collect::<Vec<_>>());
     kura.shutdown().await.expect("shutdown");
 }
+
+/// The segment files of every region directory under `<data dir>/regions/`.
+fn segment_files(dir: &std::path::Path) -> BTreeSet<std::path::PathBuf> {
+    let mut out = BTreeSet::new();
+    for region in std::fs::read_dir(dir.join("regions")).expect("regions dir") {
+        for f in std::fs::read_dir(region.expect("entry").path()).expect("region dir") {
+            let p = f.expect("entry").path();
+            if p.extension().is_some_and(|e| e == "seg") {
+                out.insert(p);
+            }
+        }
+    }
+    out
+}
+
+#[actix_rt::test]
+async fn both_halves_of_a_split_rewrite_the_files_they_share_in_the_background() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = Kura::start(config(dir.path())).await.expect("start");
+    kura.create_table(table("refs", 16, 1))
+        .await
+        .expect("create");
+    for i in 0..300 {
+        kura.mutate("refs", put(&key(i), b"v")).await.expect("put");
+    }
+    kura.flush("refs").await.expect("flush");
+    let before = segment_files(dir.path());
+    let first = kura.regions("refs").await.expect("regions")[0].id;
+    let (_, new) = kura.split_region("refs", first, None).await.expect("split");
+    // The new region started on links to the old one's files: the same names in its directory.
+    let linked: BTreeSet<_> = before
+        .iter()
+        .map(|p| {
+            dir.path()
+                .join(format!("regions/{new}"))
+                .join(p.file_name().unwrap())
+        })
+        .collect();
+    // Both regions rewrite them in the background (bounded poll): every file the split shared
+    // leaves both directories, and what is left has one name.
+    let shared = |files: &BTreeSet<std::path::PathBuf>| {
+        files
+            .iter()
+            .filter(|p| before.contains(*p) || linked.contains(*p))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut files = segment_files(dir.path());
+    while Instant::now() < deadline && shared(&files) > 0 {
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+        files = segment_files(dir.path());
+    }
+    assert_eq!(shared(&files), 0, "still shared: {files:?}");
+    for p in &files {
+        assert_eq!(std::fs::metadata(p).map_or(1, |m| m.nlink()), 1, "{p:?}");
+    }
+    let all = scan_all(&kura, "refs", ScanSpec::all(), 64).await;
+    assert_eq!(all, (0..300).map(key).collect::<Vec<_>>());
+    kura.shutdown().await.expect("shutdown");
+}
