@@ -213,9 +213,12 @@ impl RegionActor {
                 // region owns: it may ask for a split again.
                 self.split_requested = false;
             }
-            // The next reference segments, if a split left more than one compaction's worth
-            // (not after a failure: the next flush tries again).
+            // Under a steady write load a flush usually finds a compaction running, which
+            // holds a split request back: ask here too, once the region is between
+            // compactions. Then the next reference segments, if a split left more than one
+            // compaction's worth (not after a failure: the next flush tries again).
             if installed {
+                self.maybe_request_split();
                 self.maybe_compact(ctx);
             }
         }
