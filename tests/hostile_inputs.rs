@@ -2,11 +2,10 @@
 //! here is a client mistake or an extreme value, and each must get a 4xx (or a correct 2xx) that
 //! says what to fix, never a 5xx or a panic.
 //!
-//! Regression tests for the audit of the HTTP edge (RELIABILITY.md "hostile HTTP"):
-//! - a multiget of thousands of rows used to answer 503 (it put every read in flight at once and
-//!   filled the region's in-flight gate);
-//! - negative path timestamps and reversed `t1,t2` ranges were silently empty (404) or deleted
-//!   nothing (200); negative or reversed scanner time ranges were accepted.
+//! Among them (RELIABILITY.md "hostile HTTP"): a multiget of thousands of rows is answered in
+//! full, not refused by a region's in-flight gate; negative path timestamps, reversed `t1,t2`
+//! ranges and negative or reversed scanner time ranges are a 400 naming the range, never an
+//! empty answer or a delete of nothing.
 
 mod support;
 
@@ -394,8 +393,8 @@ async fn counter_url_with_an_unclosed_ipv6_bracket_is_400() {
     assert_eq!(r.json()["domain"], "[::1]");
 }
 
-/// Regression: `/t//cf:a` used to drop the empty row segment and act on row
-/// `cf:a`, so a DELETE meant for a cell deleted another whole row.
+/// An empty row segment (`/t//cf:a`) is an empty row key, a 400: it is never dropped so that
+/// the column is taken for the row (a DELETE meant for a cell must not delete row `cf:a`).
 #[actix_web::test]
 async fn an_empty_row_segment_is_400_and_touches_no_other_row() {
     let c = client().await;
@@ -411,8 +410,8 @@ async fn an_empty_row_segment_is_400_and_touches_no_other_row() {
     assert_eq!(r.status, 200, "row cf:a is intact: {}", r.text());
 }
 
-/// Regression: an XML body cut off before its root element closed used to be
-/// applied up to the cut (a CellSet lost its last cell, a schema created its table).
+/// An XML body cut off before its root element closes, or with a second root, is a 400 and
+/// applies nothing (not a CellSet up to the cut, not a schema's table).
 #[actix_web::test]
 async fn truncated_or_multi_root_xml_bodies_are_400_and_apply_nothing() {
     let c = client().await;
@@ -465,9 +464,8 @@ async fn truncated_or_multi_root_xml_bodies_are_400_and_apply_nothing() {
     assert_eq!(c.put_xml("/t/trunc", &ok).await.status, 200);
 }
 
-/// Regression: actix decodes an invalid percent-encoded path or query lossily,
-/// so `/apps/graph/nodes/%FF` named the node "\u{FFFD}" (two ids, one node) and `?type=%FF`
-/// filtered on it. Both are 400 now, saying what is wrong.
+/// Invalid UTF-8 in an application path or query (`/apps/graph/nodes/%FF`, `?type=%FF`) is a
+/// 400 saying what is wrong: actix decodes it lossily, and "\u{FFFD}" must not become a name.
 #[actix_web::test]
 async fn invalid_utf8_in_app_paths_and_queries_is_400_not_another_name() {
     let c = client().await;

@@ -34,14 +34,5 @@ pub(crate) fn from_store(e: kura_storage::Error, table: &str, region: u64) -> (A
             ActorError::Internal(format!("region {region}: codec: {m}")),
             false,
         ),
-        // `kura_storage::Error` is non-exhaustive: an unknown kind is treated as fatal for
-        // the region, the safe side.
-        e => (
-            ActorError::RegionUnavailable {
-                region,
-                reason: e.to_string(),
-            },
-            true,
-        ),
     }
 }

@@ -4,7 +4,6 @@ use thiserror::Error;
 
 /// Everything that can stop a load run before it produces a result.
 #[derive(Debug, Error)]
-#[non_exhaustive]
 pub enum LoadError {
     /// The target could not be reached or the connection broke.
     #[error("connection to {addr} failed: {source}")]

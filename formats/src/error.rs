@@ -5,7 +5,6 @@ use std::io;
 
 /// What went wrong reading or writing a file of these formats.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum Error {
     /// The operating system refused a read or write.
     #[error("{file}: {source}")]

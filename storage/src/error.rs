@@ -9,7 +9,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// `InvalidArgument`, `NotACounter`) are distinguished from integrity and I/O failures so the
 /// layers above can map them to 4xx and 5xx answers.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum Error {
     /// A mutation or read named a family the region does not have.
     #[error("no such column family: {family}")]

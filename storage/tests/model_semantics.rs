@@ -398,3 +398,32 @@ proptest! {
         run(ops, tr, versions);
     }
 }
+
+/// A put frozen for a background flush and installed is read back from the segment the flush
+/// wrote (a case proptest once shrank to).
+#[test]
+fn a_put_frozen_then_installed_reads_back_from_its_segment() {
+    run(
+        vec![Op::Put(0, 0, 0, 2, 0), Op::Freeze, Op::Install],
+        TimeRange::ALL,
+        1,
+    );
+}
+
+/// A version delete marker flushed before the put it names still masks that put, in a later
+/// flush too, while a put of another timestamp of the column stays visible (a case proptest
+/// once shrank to).
+#[test]
+fn a_flushed_version_marker_masks_its_put_written_after_it() {
+    run(
+        vec![
+            Op::DeleteVersion(1, 1, 0, 6),
+            Op::Flush,
+            Op::Put(1, 1, 0, 1, 0),
+            Op::Put(1, 1, 0, 6, 0),
+            Op::Flush,
+        ],
+        TimeRange::ALL,
+        1,
+    );
+}
