@@ -7,6 +7,10 @@
 //! its memtable and a few manifest writes, whatever its size. Both regions then rewrite their
 //! reference segments in the background (a minor compaction picks them first), paced like any
 //! compaction.
+//!
+//! A region asks after every write, flush and installed compaction, but never while it
+//! compacts: under a steady write load a flush nearly always finds a compaction running, so
+//! the check after the compaction is the one that asks.
 
 use super::*;
 
