@@ -10,7 +10,7 @@
 //! # The actor is the serialization
 //! Each change is one message, handled with an `AtomicResponse`: actix runs its future with
 //! `ctx.wait`, so the router handles no other message until the change has finished, awaits
-//! (region replies, the catalog write) included. The [`Layout`] moves into the change's future
+//! (region replies, the catalog write) included. The `Layout` moves into the change's future
 //! and comes back to the actor when it ends, before the next message is read: no lock guards
 //! it, and a change runs alone, in mailbox order. A checkpoint is one such change, so no create,
 //! alter, drop or split runs while the regions copy themselves, and the copied catalog names
@@ -770,7 +770,7 @@ impl Handler<AutoSplit> for RouterActor {
 }
 
 /// The directory, next to `regions/`, where region directories the catalog may be too old to
-/// name are moved instead of deleted (see [`remove_orphans`]).
+/// name are moved instead of deleted (see `remove_orphans`).
 pub const ORPHANED_DIR: &str = "orphaned-regions";
 
 /// Deal with region directories the catalog does not name. Only directories named by a number

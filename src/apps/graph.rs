@@ -52,7 +52,7 @@
 //!    (two servers, one millisecond) list by the other node's id.
 //! 5. A create or update re-reads the relationship after writing its index rows and deletes
 //!    them again if the incarnation it wrote them for has been deleted meanwhile
-//!    ([`drop_index_if_dead`]): on Bigtable, where deletes do not mask later puts, a straggling
+//!    (`drop_index_if_dead`): on Bigtable, where deletes do not mask later puts, a straggling
 //!    index write would otherwise leave an entry for a deleted relationship.
 //! 6. Each multi-row write runs on a detached task ([`super::request::run_detached`]): a client
 //!    that disconnects does not stop it between the relationship row and its index rows.

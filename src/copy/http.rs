@@ -9,7 +9,7 @@
 //! 2. A scanner `GET` is never retried: the server may have moved the scanner on before the
 //!    answer was lost, and a retry would skip those rows. A failed one answers
 //!    [`Next::Gone`], and the scan opens a new scanner where it stood.
-//! 3. An answer body is read up to [`MAX_ANSWER`] bytes, never more.
+//! 3. An answer body is read up to `MAX_ANSWER` bytes, never more.
 //! 4. With a bearer token ([`HttpClient::with_token`], read by [`client_token`] from
 //!    `--token-file` or `KURA_TOKEN`, as the server reads its own), every request carries
 //!    `Authorization: Bearer <token>`; a 401 or 403 is an error that says how to pass one, and

@@ -81,7 +81,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// Versions per column to export (HBase Export's <versions>, default 1: the latest).
+    /// Versions per column to export (HBase Export's `<versions>`, default 1: the latest).
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=i32::MAX as u64))]
     pub versions: u32,

@@ -170,7 +170,7 @@ impl RegionStore {
     /// alone meanwhile. A major task drops delete markers only if it covers every segment and
     /// the memtable is empty now (flush first). A minor task rewrites reference segments
     /// first, when there are any it can clean ([`RegionStore::wants_reference_compaction`]):
-    /// up to [`TIER_WIDTH`] of them, smallest first, merged into one ordinary segment.
+    /// up to `TIER_WIDTH` of them, smallest first, merged into one ordinary segment.
     pub fn compaction_task(&self, major: bool) -> Option<CompactionTask> {
         if !major {
             if let Some(refs) = self.reference_inputs() {

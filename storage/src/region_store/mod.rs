@@ -493,7 +493,7 @@ impl RegionStore {
     }
 
     /// Bytes held by the memtable and the segment files, counting of a reference segment
-    /// only the share of its bytes in rows this store owns ([`Segment::owned_share`]).
+    /// only the share of its bytes in rows this store owns (`Segment::owned_share`).
     pub fn approximate_size(&self) -> u64 {
         self.memtable_totals().0 as u64 + self.owned_segments().0
     }
