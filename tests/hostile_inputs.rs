@@ -10,22 +10,13 @@
 mod support;
 
 use actix_web::http::Method;
-use support::{b64, client, Client};
+use support::{assert_400, b64, client, Client};
 
 async fn table_with_cell() -> Client {
     let c = client().await;
     c.create_table("t", &["cf"], 3).await;
     c.put_cell("t", "r", "cf:a", Some(5), "v").await;
     c
-}
-
-fn assert_400(r: &support::Resp, mentions: &str) {
-    assert_eq!(r.status, 400, "{}", r.text());
-    assert!(
-        r.text().contains(mentions),
-        "the message should mention {mentions:?}: {}",
-        r.text()
-    );
 }
 
 #[actix_web::test]

@@ -308,6 +308,16 @@ impl Client {
     }
 }
 
+/// Asserts a 400 whose message mentions `mentions` (says what to fix).
+pub fn assert_400(r: &Resp, mentions: &str) {
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains(mentions),
+        "the message should mention {mentions:?}: {}",
+        r.text()
+    );
+}
+
 /// Standard base64.
 pub fn b64(s: impl AsRef<[u8]>) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
