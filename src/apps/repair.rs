@@ -113,23 +113,10 @@ impl Report {
         *self.counts.entry(kind).or_insert(0) += 1;
         self.changes.push(Change {
             kind,
-            row: printable(row),
+            row: kura_formats::hashtable::printable(row),
             detail,
         });
     }
-}
-
-/// A row key in HBase's printable form (`Bytes.toStringBinary`).
-pub fn printable(key: &[u8]) -> String {
-    let mut s = String::with_capacity(key.len());
-    for &b in key {
-        if (0x20..0x7f).contains(&b) && b != b'\\' {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("\\x{b:02X}"));
-        }
-    }
-    s
 }
 
 /// What one page asks for.
