@@ -10,18 +10,7 @@ use server_harness::{output_text, run_kura, Http, Server};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn send(http: &mut Http, method: &str, path: &str, body: &str) -> (u16, Value) {
-    let r = http
-        .request(
-            method,
-            path,
-            &[("Content-Type", "application/json")],
-            body.as_bytes(),
-        )
-        .expect("answered");
-    (
-        r.status,
-        serde_json::from_slice(&r.body).unwrap_or(Value::Null),
-    )
+    http.send_json(method, path, body)
 }
 
 fn repair(url: &str, extra: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Value) {

@@ -105,20 +105,7 @@ impl Rig {
 }
 
 fn send(http: &mut Http, method: &str, path: &str, body: &str) -> (u16, Value) {
-    let r = http
-        .request(
-            method,
-            path,
-            &[("Content-Type", "application/json")],
-            body.as_bytes(),
-        )
-        .expect("answered");
-    let v = if r.body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&r.body).unwrap_or(Value::Null)
-    };
-    (r.status, v)
+    http.send_json(method, path, body)
 }
 
 fn ok(http: &mut Http, method: &str, path: &str, body: &str, status: u16) -> Value {

@@ -188,6 +188,20 @@ pub struct Http {
 }
 
 impl Http {
+    /// Sends a JSON body: the status and the answer's JSON (`Null` if empty or not JSON).
+    pub fn send_json(&mut self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        let r = self
+            .request(
+                method,
+                path,
+                &[("Content-Type", "application/json")],
+                body.as_bytes(),
+            )
+            .expect("answered");
+        let v = serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null);
+        (r.status, v)
+    }
+
     pub fn connect(addr: SocketAddr) -> io::Result<Http> {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         stream.set_nodelay(true)?;
