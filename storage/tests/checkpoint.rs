@@ -64,7 +64,7 @@ fn a_checkpoint_opens_with_exactly_the_state_it_was_taken_at() {
     s.compact(true).unwrap();
     assert_ne!(everything(&s), before);
 
-    let (c, rec) = RegionStore::open(&copy, StoreOptions::new(Vec::new())).unwrap();
+    let (c, rec) = RegionStore::open(&copy, server_options(Vec::new())).unwrap();
     assert_eq!(rec.log_records_replayed, 0, "nothing to replay");
     assert_eq!(
         c.families(),

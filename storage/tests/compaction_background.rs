@@ -5,8 +5,13 @@ use kura_storage::*;
 use std::sync::Arc;
 
 fn setup(segments: usize) -> (tempfile::TempDir, RegionStore) {
+    setup_with(segments, server_options(families()))
+}
+
+/// A store of `segments` flushes, one row each.
+fn setup_with(segments: usize, options: StoreOptions) -> (tempfile::TempDir, RegionStore) {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = open(dir.path());
+    let mut s = RegionStore::open(dir.path(), options).unwrap().0;
     for i in 0..segments {
         mutate(
             &mut s,
@@ -103,9 +108,11 @@ fn a_narrowing_of_reads_only_keeps_the_hidden_rows_through_compaction_until_undo
     assert_eq!(cells(&s, "r2", &read(1)).len(), 1, "and after a restart");
 }
 
+/// Inline flush: the tiered compaction after a flush is inline flush's own (under background
+/// flush the owner compacts, see `task_runs_on_another_thread_while_writes_continue`).
 #[test]
 fn many_flushes_are_merged_by_the_tiered_compaction() {
-    let (_dir, s) = setup(20);
+    let (_dir, s) = setup_with(20, inline_flush_options(families()));
     assert!(s.stats().segments < 8, "{} segments", s.stats().segments);
     for i in 0..20 {
         assert_eq!(
@@ -143,7 +150,7 @@ fn a_compaction_task_that_outlives_its_store_never_replaces_a_segment_of_the_nex
     // The region's store is dropped without a close (a failed region) while a compaction task
     // is still pending, and the directory is opened again in the same process.
     let fs = SimFs::new();
-    let opts = StoreOptions::new(families());
+    let opts = server_options(families());
     let (mut a, _) = open_sim(&fs, opts.clone()).unwrap();
     for r in ["r1", "r2"] {
         mutate(&mut a, r, vec![put("one", "q", Some(1), "a")]);

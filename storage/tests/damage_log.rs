@@ -193,7 +193,7 @@ impl Fixture {
 /// frames only and every byte of it is worth damaging; the preallocated tail has tests of its
 /// own (the last ones of this file).
 fn opts() -> StoreOptions {
-    let mut o = StoreOptions::new(families());
+    let mut o = server_options(families());
     o.log_prealloc = 0;
     o
 }
@@ -728,14 +728,14 @@ fn a_checksummed_frame_with_an_impossible_record_is_damage_not_a_panic() {
         let log = std::path::Path::new("/region/0000000000000001.log");
         fs.write_file(log, &crafted_log(seq, kind)).unwrap();
         // Point in time: the bad frame is where the log ends.
-        let (s, report) = open_sim(&fs, StoreOptions::new(families()))
+        let (s, report) = open_sim(&fs, server_options(families()))
             .unwrap_or_else(|e| panic!("{what}: point-in-time recovery opens: {e}"));
         assert_eq!(report.truncated_at, Some(8), "{what}");
         assert!(s.get(b"r", &read(1)).unwrap().is_none(), "{what}");
         drop(s);
         // Strict: refused, naming the file and the offset.
         fs.write_file(log, &crafted_log(seq, kind)).unwrap();
-        let mut strict = StoreOptions::new(families());
+        let mut strict = server_options(families());
         strict.recovery = RecoveryMode::Strict;
         match open_sim(&fs, strict) {
             Err(Error::Corruption { file, offset, .. }) => {

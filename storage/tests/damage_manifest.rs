@@ -13,7 +13,7 @@ const DIR: &str = "/region";
 /// Returns every file and the manifest's path.
 fn fixture() -> (Vec<(PathBuf, Vec<u8>)>, PathBuf) {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).expect("open");
+    let (mut s, _) = open_sim(&fs, server_options(families())).expect("open");
     mutate(&mut s, "a", vec![put("cf", "q", Some(1), "in-segment")]);
     s.flush().expect("flush");
     mutate(&mut s, "b", vec![put("one", "q", Some(2), "in-log")]);
@@ -44,7 +44,7 @@ fn open_with_manifest(
         fs.write_file(p, if p == manifest { bytes } else { b })
             .expect("write");
     }
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.recovery = mode;
     RegionStore::open_with_fs(Arc::new(fs), Path::new(DIR), opts)
 }
@@ -127,7 +127,7 @@ fn a_missing_manifest_next_to_segments_fails_closed_and_deletes_nothing() {
     }
     let fs = Arc::new(fs);
     for mode in [RecoveryMode::PointInTime, RecoveryMode::Strict] {
-        let mut opts = StoreOptions::new(families());
+        let mut opts = server_options(families());
         opts.recovery = mode;
         let res = RegionStore::open_with_fs(fs.clone(), Path::new(DIR), opts);
         assert_manifest_corruption(res, &manifest, "manifest deleted");
@@ -137,7 +137,7 @@ fn a_missing_manifest_next_to_segments_fails_closed_and_deletes_nothing() {
     }
     let good = &files.iter().find(|(p, _)| *p == manifest).expect("m").1;
     fs.write_file(&manifest, good).expect("restore");
-    let (s, _) = RegionStore::open_with_fs(fs, Path::new(DIR), StoreOptions::new(families()))
+    let (s, _) = RegionStore::open_with_fs(fs, Path::new(DIR), server_options(families()))
         .expect("open with the manifest restored");
     assert_eq!(cells(&s, "a", &read(1)), vec![c("cf:q", 1, "in-segment")]);
     assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 2, "in-log")]);
@@ -162,7 +162,7 @@ fn a_missing_first_live_log_fails_closed_and_deletes_nothing() {
     }
     let fs = Arc::new(fs);
     for mode in [RecoveryMode::PointInTime, RecoveryMode::Strict] {
-        let mut opts = StoreOptions::new(families());
+        let mut opts = server_options(families());
         opts.recovery = mode;
         match RegionStore::open_with_fs(fs.clone(), Path::new(DIR), opts) {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, first),
@@ -176,7 +176,7 @@ fn a_missing_first_live_log_fails_closed_and_deletes_nothing() {
     }
     let lost = &files.iter().find(|(p, _)| *p == first).expect("log").1;
     fs.write_file(&first, lost).expect("restore");
-    let (s, _) = RegionStore::open_with_fs(fs, Path::new(DIR), StoreOptions::new(families()))
+    let (s, _) = RegionStore::open_with_fs(fs, Path::new(DIR), server_options(families()))
         .expect("open with the log restored");
     assert_eq!(cells(&s, "a", &read(1)), vec![c("cf:q", 1, "in-segment")]);
     assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 2, "in-log")]);

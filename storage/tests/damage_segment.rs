@@ -77,7 +77,7 @@ fn files(fs: &SimFs) -> Vec<(PathBuf, Vec<u8>)> {
 /// segment.
 fn fixture(rows: usize, value_len: usize) -> Fixture {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).expect("open");
+    let (mut s, _) = open_sim(&fs, server_options(families())).expect("open");
     let keys: Vec<Vec<u8>> = (0..rows)
         .map(|i| format!("row{i:04}").into_bytes())
         .collect();
@@ -156,7 +156,7 @@ impl Fixture {
     /// wrong answer or an error that is not a corruption of the segment.
     fn check(&self, seg: &[u8], mode: RecoveryMode, what: &str) -> bool {
         let fs = self.fs_with_segment(seg);
-        let mut opts = StoreOptions::new(families());
+        let mut opts = server_options(families());
         opts.recovery = mode;
         let s = match RegionStore::open_with_fs(Arc::new(fs), Path::new(DIR), opts) {
             Ok((s, _)) => s,
@@ -252,7 +252,7 @@ fn a_truncated_segment_is_reported_at_open_in_every_mode() {
         let what = format!("segment cut at {cut} of {}", fx.seg.len());
         for mode in [RecoveryMode::PointInTime, RecoveryMode::Strict] {
             let fs = fx.fs_with_segment(&fx.seg[..cut]);
-            let mut opts = StoreOptions::new(families());
+            let mut opts = server_options(families());
             opts.recovery = mode;
             match RegionStore::open_with_fs(Arc::new(fs), Path::new(DIR), opts) {
                 Ok(_) => panic!("{what}: a truncated segment opened ({mode:?})"),
@@ -269,7 +269,7 @@ fn a_missing_segment_is_an_error_not_an_empty_store() {
     for (p, b) in &fx.others {
         fs.write_file(p, b).expect("write");
     }
-    let res = open_sim(&fs, StoreOptions::new(families()));
+    let res = open_sim(&fs, server_options(families()));
     let Err(err) = res else {
         panic!("opening without a live segment must fail");
     };

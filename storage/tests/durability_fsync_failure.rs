@@ -7,7 +7,7 @@ use kura_storage::*;
 #[test]
 fn failed_fsync_fails_the_whole_batch_and_poisons() {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     mutate(&mut s, "before", vec![put("one", "q", Some(1), "ok")]);
     fs.inject(Fault {
         op: FaultOp::Sync,
@@ -37,7 +37,7 @@ fn failed_fsync_fails_the_whole_batch_and_poisons() {
     assert!(matches!(s.get(b"a", &read(1)), Err(Error::Poisoned(_))));
     drop(s);
     fs.power_cut(None);
-    let (s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (s, _) = open_sim(&fs, server_options(families())).unwrap();
     assert_eq!(cells(&s, "before", &read(1)), vec![c("one:q", 1, "ok")]);
     assert!(s.get(b"c", &read(1)).unwrap().is_none());
 }
@@ -45,7 +45,7 @@ fn failed_fsync_fails_the_whole_batch_and_poisons() {
 #[test]
 fn failed_log_write_poisons_without_acknowledging() {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     fs.inject(Fault {
         op: FaultOp::Write,
         nth: 1,
@@ -57,7 +57,7 @@ fn failed_log_write_poisons_without_acknowledging() {
     });
     assert!(matches!(res, Err(Error::Poisoned(_))));
     drop(s);
-    let (s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (s, _) = open_sim(&fs, server_options(families())).unwrap();
     assert!(s.get(b"a", &read(1)).unwrap().is_none());
 }
 
@@ -73,7 +73,7 @@ fn every_injected_fault_in_a_short_workload_never_loses_an_acknowledged_write() 
     ] {
         for nth in 1..12 {
             let fs = SimFs::new();
-            let mut opts = StoreOptions::new(families());
+            let mut opts = server_options(families());
             opts.memtable_budget = 300; // flush often: exercise renames and the manifest
             let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
             fs.inject(Fault {
@@ -81,7 +81,7 @@ fn every_injected_fault_in_a_short_workload_never_loses_an_acknowledged_write() 
                 nth,
                 persistent: false,
             });
-            let mut acked = Vec::new();
+            let (mut acked, mut flusher) = (Vec::new(), Flusher::default());
             for i in 0..12 {
                 let row = format!("r{i:02}");
                 let m = RowMutation {
@@ -91,6 +91,8 @@ fn every_injected_fault_in_a_short_workload_never_loses_an_acknowledged_write() 
                 if s.mutate_row(m).is_ok() {
                     acked.push(row);
                 }
+                // A failed flush poisons the store: the next writes are refused.
+                let _ = flusher.after_write_and_wait(&mut s);
             }
             drop(s);
             fs.clear_faults();
@@ -116,14 +118,14 @@ fn put_op(row: &str, v: &str) -> WriteOp {
 #[test]
 fn a_deferred_batch_is_durable_only_once_its_sync_ran() {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     let (res, sync) = s.write_batch_deferred(vec![put_op("a", "1")]);
     assert!(res[0].is_ok());
     let sync = sync.expect("sync mode hands the fsync back");
     // Not synced yet: a power cut loses it (it was never acknowledged).
     drop(s);
     fs.power_cut(None);
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     assert!(s.get(b"a", &read(1)).unwrap().is_none());
     drop(sync);
 
@@ -134,14 +136,14 @@ fn a_deferred_batch_is_durable_only_once_its_sync_ran() {
     assert_eq!(s.stats().synced_writes, 1);
     drop(s);
     fs.power_cut(None);
-    let (s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (s, _) = open_sim(&fs, server_options(families())).unwrap();
     assert_eq!(cells(&s, "b", &read(1)), vec![c("one:q", 1, "2")]);
 }
 
 #[test]
 fn a_failed_deferred_sync_poisons_the_store() {
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     let (_, sync) = s.write_batch_deferred(vec![put_op("a", "1")]);
     fs.inject(Fault {
         op: FaultOp::Sync,
@@ -161,7 +163,7 @@ fn a_failed_deferred_sync_poisons_the_store() {
 #[test]
 fn only_sync_durability_defers_the_fsync() {
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::None;
     let (mut s, _) = open_sim(&fs, opts).unwrap();
     let (res, sync) = s.write_batch_deferred(vec![put_op("a", "1")]);
@@ -174,7 +176,7 @@ fn a_batch_answered_with_a_failed_fsync_is_not_there_after_a_reopen_without_a_cr
     // OS before the fsync failed; reopened in the same process (no power cut), recovery must
     // not replay them.
     let fs = SimFs::new();
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     mutate(&mut s, "before", vec![put("one", "q", Some(1), "ok")]);
     fs.inject(Fault {
         op: FaultOp::Sync,
@@ -187,7 +189,7 @@ fn a_batch_answered_with_a_failed_fsync_is_not_there_after_a_reopen_without_a_cr
     });
     assert!(matches!(res, Err(Error::Poisoned(_))));
     drop(s);
-    let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
     assert!(
         s.get(b"x", &read(1)).unwrap().is_none(),
         "failed write replayed"
@@ -196,7 +198,7 @@ fn a_batch_answered_with_a_failed_fsync_is_not_there_after_a_reopen_without_a_cr
     // And the log goes on from there.
     mutate(&mut s, "after", vec![put("one", "q", Some(1), "v")]);
     drop(s);
-    let (s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (s, _) = open_sim(&fs, server_options(families())).unwrap();
     assert_eq!(cells(&s, "after", &read(1)), vec![c("one:q", 1, "v")]);
 }
 
@@ -205,7 +207,7 @@ fn writes_answered_before_a_failed_interval_fsync_stay_after_a_reopen() {
     // In `Interval` durability a write is answered before its fsync: a later failed fsync
     // must not take it back.
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::Interval(std::time::Duration::from_secs(3600));
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     mutate(&mut s, "acked", vec![put("one", "q", Some(1), "v")]);

@@ -7,7 +7,7 @@ use std::time::Duration;
 #[test]
 fn interval_mode_defers_fsync_until_due() {
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::Interval(Duration::from_secs(3600));
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     mutate(&mut s, "a", vec![put("one", "q", Some(1), "v")]);
@@ -26,7 +26,7 @@ fn interval_mode_defers_fsync_until_due() {
 #[test]
 fn zero_interval_fsyncs_every_batch() {
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::Interval(Duration::ZERO);
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     mutate(&mut s, "a", vec![put("one", "q", Some(1), "v")]);
@@ -41,7 +41,7 @@ fn zero_interval_fsyncs_every_batch() {
 #[test]
 fn none_mode_survives_a_process_crash() {
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::None;
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     mutate(&mut s, "a", vec![put("one", "q", Some(1), "v")]);

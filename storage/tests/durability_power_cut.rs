@@ -10,11 +10,11 @@ fn power_cut_after_every_step_keeps_every_acknowledged_write() {
     for (steps, prealloc) in (0..25).flat_map(|s| [(s, 0), (s, 64)]) {
         for torn in [None, Some(5), Some(1 << 20)] {
             let fs = SimFs::new();
-            let mut opts = StoreOptions::new(families());
+            let mut opts = server_options(families());
             opts.memtable_budget = 400;
             opts.log_prealloc = prealloc;
             let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
-            let mut acked = Vec::new();
+            let (mut acked, mut flusher) = (Vec::new(), Flusher::default());
             for i in 0..steps {
                 let row = format!("r{i:02}");
                 let m = RowMutation {
@@ -23,10 +23,12 @@ fn power_cut_after_every_step_keeps_every_acknowledged_write() {
                 };
                 s.mutate_row(m).unwrap();
                 acked.push(row);
+                flusher.after_write_and_wait(&mut s).unwrap();
                 if i % 7 == 6 {
                     s.compact(i % 14 == 13).unwrap();
                 }
             }
+            assert!(steps < 12 || s.stats().flushes > 0, "the workload flushed");
             drop(s);
             cut_and_check(
                 &fs,
@@ -44,9 +46,8 @@ fn power_cut_during_background_flushes_keeps_every_acknowledged_write() {
     for (steps, prealloc) in (0..30).flat_map(|s| [(s, 0), (s, 64)]) {
         for torn in [None, Some(5)] {
             let fs = SimFs::new();
-            let mut opts = StoreOptions::new(families());
+            let mut opts = server_options(families());
             opts.memtable_budget = 300;
-            opts.background_flush = true;
             opts.log_prealloc = prealloc;
             let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
             let mut acked = Vec::new();
@@ -127,7 +128,7 @@ fn fs_segments(fs: &SimFs) -> usize {
 #[test]
 fn none_mode_keeps_a_prefix_of_what_was_acknowledged() {
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::None;
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     for i in 0..10 {

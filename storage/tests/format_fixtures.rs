@@ -60,7 +60,7 @@ fn opens_with_its_contents(version: &str) {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), tmp.path().join(entry.file_name())).unwrap();
     }
-    let mut opts = StoreOptions::new(Vec::new());
+    let mut opts = server_options(Vec::new());
     opts.recovery = RecoveryMode::Strict;
     let (s, report) = RegionStore::open(tmp.path(), opts).unwrap();
     assert_eq!(report.segments, 1);

@@ -156,7 +156,7 @@ fn a_crash_after_a_power_cut_keeps_key_and_effect_together() {
     // A power cut drops unsynced bytes; the key travels in the write's own frame, so
     // after recovery either both the increment and its key are present or neither is.
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::None;
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     keyed(&mut s, inc("r", 1), "k");
@@ -229,10 +229,10 @@ fn linked_rows_take_their_keys_along() {
     s.link_rows(
         &|row: &[u8]| row >= b"m".as_slice(),
         &child,
-        StoreOptions::new(families()),
+        server_options(families()),
     )
     .unwrap();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.owns_row = Some(std::sync::Arc::new(|row: &[u8]| row >= b"m".as_slice()));
     let (mut c, _) = RegionStore::open(&child, opts).unwrap();
     assert_eq!(c.idempotency_keys(), 1);

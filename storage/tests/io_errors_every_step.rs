@@ -84,7 +84,7 @@ fn value_of(row: &str) -> String {
 }
 
 fn options() -> StoreOptions {
-    StoreOptions::new(families()) // Sync durability, point-in-time recovery
+    server_options(families()) // Sync durability, point-in-time recovery
 }
 
 fn open_at(fs: &SimFs) -> Result<(RegionStore, RecoveryReport)> {

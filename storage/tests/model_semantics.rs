@@ -174,7 +174,7 @@ fn expected_row(
 
 fn run(ops: Vec<Op>, tr: TimeRange, versions: u32) {
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.durability = Durability::None;
     let mut s = RegionStore::open(dir.path(), opts.clone()).unwrap().0;
     let mut model: Vec<E> = Vec::new();

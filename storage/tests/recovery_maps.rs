@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 fn options() -> StoreOptions {
     StoreOptions {
         log_prealloc: DEFAULT_LOG_PREALLOC,
-        ..StoreOptions::new(families())
+        ..server_options(families())
     }
 }
 

@@ -24,7 +24,7 @@ fn reopen_after_drop_replays_the_log() {
         );
         // Dropped without close: like a kill -9 after the acknowledgements.
     }
-    let (s, report) = RegionStore::open(dir.path(), StoreOptions::new(families())).unwrap();
+    let (s, report) = RegionStore::open(dir.path(), server_options(families())).unwrap();
     assert_eq!(report.log_records_replayed, 2);
     assert_eq!(report.truncated_at, None);
     assert_eq!(
@@ -54,7 +54,7 @@ fn reopen_after_flushes_and_compaction_keeps_segments_log_and_markers() {
         mutate(&mut s, "a", vec![put("cf", "q", Some(3), "masked")]);
         mutate(&mut s, "b", vec![put("one", "x", Some(1), "log")]);
     }
-    let (s, report) = RegionStore::open(dir.path(), StoreOptions::new(families())).unwrap();
+    let (s, report) = RegionStore::open(dir.path(), server_options(families())).unwrap();
     assert_eq!(report.segments, 1);
     assert!(
         s.get(b"a", &read(3)).unwrap().is_none(),
@@ -62,7 +62,7 @@ fn reopen_after_flushes_and_compaction_keeps_segments_log_and_markers() {
     );
     assert_eq!(cells(&s, "b", &read(1)), vec![c("one:x", 1, "log")]);
     s.close().unwrap();
-    let (s, report) = RegionStore::open(dir.path(), StoreOptions::new(families())).unwrap();
+    let (s, report) = RegionStore::open(dir.path(), server_options(families())).unwrap();
     assert_eq!(report.log_records_replayed, 0, "close flushed everything");
     assert_eq!(cells(&s, "b", &read(1)), vec![c("one:x", 1, "log")]);
 }
@@ -78,7 +78,7 @@ fn families_are_persisted_and_adopted_when_options_name_none() {
         ])
         .unwrap();
     }
-    let (s, _) = RegionStore::open(dir.path(), StoreOptions::new(Vec::new())).unwrap();
+    let (s, _) = RegionStore::open(dir.path(), server_options(Vec::new())).unwrap();
     let names: Vec<_> = s.families().iter().map(|f| f.name.clone()).collect();
     assert_eq!(names, vec![b"cf".to_vec(), b"extra".to_vec()]);
 }
@@ -111,10 +111,10 @@ fn linked_rows_open_as_a_store_with_markers_and_versions() {
     s.link_rows(
         &|r: &[u8]| r >= b"m".as_slice(),
         &dest,
-        StoreOptions::new(Vec::new()),
+        server_options(Vec::new()),
     )
     .unwrap();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.owns_row = Some(std::sync::Arc::new(|r: &[u8]| r >= b"m".as_slice()));
     let (child, _) = RegionStore::open(&dest, opts).unwrap();
     assert!(
@@ -150,7 +150,7 @@ fn replaying_a_log_larger_than_the_memtable_budget_spills_to_segments() {
             );
         }
     }
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.memtable_budget = 8 << 10;
     let (s, report) = RegionStore::open(dir.path(), opts.clone()).unwrap();
     assert_eq!(report.log_records_replayed, 500);

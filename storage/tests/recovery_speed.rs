@@ -16,6 +16,9 @@
 //! Then, as root, drop the page cache (`echo 3 > /proc/sys/vm/drop_caches`) before each cold
 //! measurement: (1) read the log file sequentially in 1 MiB reads (what `dd bs=1M` does),
 //! (2) `RegionStore::open` (recovery). Then the same two with the file in the page cache.
+
+mod common;
+use common::server_options;
 use kura_storage::*;
 use std::io::Read;
 
@@ -69,7 +72,7 @@ fn cpu_time() -> Duration {
 }
 
 fn options() -> StoreOptions {
-    let mut opts = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
+    let mut opts = server_options(vec![FamilyDescriptor::new("f")]);
     opts.durability = Durability::None;
     opts.memtable_budget = 1 << 40; // never flush: the log is all there is
     opts

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 fn setup() -> (SimFs, PathBuf, Vec<u8>) {
     let fs = SimFs::new();
     {
-        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
         for i in 0..4 {
             mutate(
                 &mut s,
@@ -34,7 +34,7 @@ fn strict_mode_refuses_a_flipped_bit_in_the_middle_of_the_log() {
     let mut bad = good.clone();
     bad[20] ^= 0x01; // inside the first frame
     fs.write_file(&log, &bad).unwrap();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.recovery = RecoveryMode::Strict;
     match open_sim(&fs, opts) {
         Err(Error::Corruption { file, offset, .. }) => {
@@ -61,14 +61,14 @@ fn every_single_bit_flip_is_detected_or_harmless_never_a_wrong_value() {
             if i == 7 && bad[7] > good[7] {
                 // The header's version byte now names a newer format: refused, not truncated.
                 assert!(matches!(
-                    open_sim(&fs, StoreOptions::new(families())),
+                    open_sim(&fs, server_options(families())),
                     Err(Error::Corruption { offset: 7, .. })
                 ));
                 assert_eq!(fs.read_file(&log).unwrap(), bad, "left alone");
                 fs.write_file(&log, &good).unwrap();
                 continue;
             }
-            let (s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+            let (s, report) = open_sim(&fs, server_options(families())).unwrap();
             assert!(report.truncated_at.is_some(), "flip at {i}.{bit} detected");
             for k in 0..4 {
                 if let Some(row) = s.get(format!("r{k}").as_bytes(), &read(1)).unwrap() {
@@ -89,7 +89,7 @@ fn zeroed_range_in_the_middle_is_refused_by_strict_mode() {
         *b = 0;
     }
     fs.write_file(&log, &bad).unwrap();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.recovery = RecoveryMode::Strict;
     assert!(matches!(open_sim(&fs, opts), Err(Error::Corruption { .. })));
 }
@@ -157,7 +157,7 @@ fn strict_mode_tells_an_unsynced_torn_batch_from_damage_to_synced_frames() {
     let fs = SimFs::new();
     let opts = || StoreOptions {
         log_prealloc: DEFAULT_LOG_PREALLOC,
-        ..StoreOptions::new(families())
+        ..server_options(families())
     };
     {
         let (mut s, _) = open_sim(&fs, opts()).unwrap();
@@ -229,7 +229,7 @@ fn strict_mode_refuses_a_flipped_bit_in_acknowledged_frames_that_nothing_proves_
     };
     let strict = || StoreOptions {
         recovery: RecoveryMode::Strict,
-        ..StoreOptions::new(families())
+        ..server_options(families())
     };
     let flip_and_open = |fs: &SimFs, frame: usize| {
         let log = log_files(fs).pop().unwrap();
@@ -242,7 +242,7 @@ fn strict_mode_refuses_a_flipped_bit_in_acknowledged_frames_that_nothing_proves_
     // The last acknowledged batch.
     let fs = SimFs::new();
     {
-        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
         mutate(&mut s, "a", vec![put("one", "q", Some(1), "x")]);
         for r in s.write_batch(ops("b", 5)) {
             r.unwrap();
@@ -255,7 +255,7 @@ fn strict_mode_refuses_a_flipped_bit_in_acknowledged_frames_that_nothing_proves_
     // Two pipelined batches, both fsynced and acknowledged.
     let fs = SimFs::new();
     {
-        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
         mutate(&mut s, "a", vec![put("one", "q", Some(1), "x")]);
         let (r1, s1) = s.write_batch_deferred(ops("b", 1));
         let (r2, s2) = s.write_batch_deferred(ops("c", 1));
@@ -274,7 +274,7 @@ fn strict_mode_refuses_a_flipped_bit_in_acknowledged_frames_that_nothing_proves_
     // A write after a reopen, the flip before it.
     let fs = SimFs::new();
     {
-        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
         mutate(&mut s, "a", vec![put("one", "q", Some(1), "x")]);
         mutate(&mut s, "b", vec![put("one", "q", Some(1), "x")]);
     }
@@ -298,7 +298,7 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
     let mut bad = good.clone();
     bad[20] ^= 0x01; // inside the first frame
     fs.write_file(&log, &bad).unwrap();
-    let (s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (s, report) = open_sim(&fs, server_options(families())).unwrap();
     assert_eq!(report.truncated_at, Some(8));
     let kept = PathBuf::from(format!("{}.dropped-at-8", log.display()));
     assert_eq!(report.kept_dropped, vec![kept.clone()]);
@@ -309,7 +309,7 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
     );
     drop(s);
     // The copy is not replayed by later opens, and stays.
-    let (s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (s, report) = open_sim(&fs, server_options(families())).unwrap();
     assert!(report.kept_dropped.is_empty());
     assert!(s.get(b"r3", &read(1)).unwrap().is_none());
     assert!(fs.read_file(&kept).is_ok());
@@ -327,7 +327,7 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
     let mut again = fs.read_file(&log).unwrap();
     again[20] ^= 0x01;
     fs.write_file(&log, &again).unwrap();
-    let (_, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (_, report) = open_sim(&fs, server_options(families())).unwrap();
     let second = PathBuf::from(format!("{}.dropped-at-8.1", log.display()));
     assert_eq!(report.kept_dropped, vec![second.clone()]);
     assert_eq!(
@@ -340,7 +340,7 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
     // A torn tail (the log cut short, as a crash leaves it): dropped, no copy.
     let (fs, log, good) = setup();
     fs.write_file(&log, &good[..good.len() - 3]).unwrap();
-    let (_, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+    let (_, report) = open_sim(&fs, server_options(families())).unwrap();
     assert!(report.truncated_at.is_some());
     assert!(report.kept_dropped.is_empty(), "{:?}", report.kept_dropped);
 }
@@ -349,8 +349,7 @@ fn point_in_time_recovery_keeps_what_it_drops_after_mid_log_damage() {
 /// second: what a point-in-time recovery must cut at `a4`.
 fn two_logs_the_first_damaged() -> (SimFs, StoreOptions) {
     let fs = SimFs::new();
-    let mut opts = StoreOptions::new(families());
-    opts.background_flush = true;
+    let opts = server_options(families());
     let (mut s, _) = open_sim(&fs, opts.clone()).unwrap();
     for i in 0..5 {
         mutate(

@@ -45,7 +45,7 @@ fn visible_rows(s: &RegionStore) -> Vec<String> {
 fn truncated_log_recovers_a_prefix_and_later_writes_survive_a_second_recovery() {
     let fs = SimFs::new();
     {
-        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
         write_rows(&mut s, 0, 5);
     }
     let log = only_log(&fs);
@@ -53,11 +53,11 @@ fn truncated_log_recovers_a_prefix_and_later_writes_survive_a_second_recovery() 
     for cut in (8..good.len()).step_by(3) {
         let fs = SimFs::new();
         {
-            let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+            let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
             write_rows(&mut s, 0, 5);
         }
         fs.write_file(&log, &good[..cut]).unwrap();
-        let (mut s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, report) = open_sim(&fs, server_options(families())).unwrap();
         let survivors = visible_rows(&s);
         let n = survivors.len();
         assert_eq!(
@@ -72,7 +72,7 @@ fn truncated_log_recovers_a_prefix_and_later_writes_survive_a_second_recovery() 
         );
         write_rows(&mut s, 100, 103);
         drop(s);
-        let (s, report) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (s, report) = open_sim(&fs, server_options(families())).unwrap();
         assert_eq!(report.truncated_at, None, "the log was cut cleanly");
         let rows = visible_rows(&s);
         assert_eq!(rows.len(), n + 3, "writes after recovery survive: {rows:?}");
@@ -83,7 +83,7 @@ fn truncated_log_recovers_a_prefix_and_later_writes_survive_a_second_recovery() 
 fn garbage_appended_to_the_log_is_dropped_and_reported() {
     let fs = SimFs::new();
     {
-        let (mut s, _) = open_sim(&fs, StoreOptions::new(families())).unwrap();
+        let (mut s, _) = open_sim(&fs, server_options(families())).unwrap();
         write_rows(&mut s, 0, 3);
     }
     let log = only_log(&fs);
@@ -91,7 +91,7 @@ fn garbage_appended_to_the_log_is_dropped_and_reported() {
     let good_len = bytes.len() as u64;
     bytes.extend_from_slice(&[0xAB; 100]);
     fs.write_file(&log, &bytes).unwrap();
-    let mut opts = StoreOptions::new(families());
+    let mut opts = server_options(families());
     opts.recovery = RecoveryMode::Strict;
     let (s, report) = open_sim(&fs, opts).unwrap();
     assert_eq!(report.truncated_at, Some(good_len));

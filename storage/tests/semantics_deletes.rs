@@ -157,7 +157,7 @@ fn dropped_family_cells_are_invisible_even_when_re_added() {
 fn ttl_hides_expired_cells() {
     let dir = tempfile::tempdir().unwrap();
     let fams = vec![FamilyDescriptor::new("t").with_ttl_secs(Some(60))];
-    let mut s = RegionStore::open(dir.path(), StoreOptions::new(fams))
+    let mut s = RegionStore::open(dir.path(), server_options(fams))
         .unwrap()
         .0;
     let now = std::time::SystemTime::now()

@@ -27,7 +27,7 @@ fn lower(row: &[u8]) -> bool {
 }
 
 fn owning(pred: fn(&[u8]) -> bool) -> StoreOptions {
-    let mut o = StoreOptions::new(families());
+    let mut o = server_options(families());
     o.owns_row = Some(Arc::new(pred));
     o
 }
@@ -91,7 +91,7 @@ fn expected(from: usize, to: usize, pred: fn(&[u8]) -> bool) -> BTreeMap<String,
 
 /// A parent with two flushed segments and rows in its memtable, split into `child`.
 fn split_parent(dir: &Path) -> (RegionStore, RegionStore) {
-    let mut s = RegionStore::open(&dir.join("parent"), StoreOptions::new(families()))
+    let mut s = RegionStore::open(&dir.join("parent"), server_options(families()))
         .unwrap()
         .0;
     write_rows(&mut s, 0, 1000);
@@ -99,7 +99,7 @@ fn split_parent(dir: &Path) -> (RegionStore, RegionStore) {
     write_rows(&mut s, 1000, 2000);
     s.flush().unwrap();
     write_rows(&mut s, 2000, 2100);
-    s.link_rows(&upper, &dir.join("child"), StoreOptions::new(Vec::new()))
+    s.link_rows(&upper, &dir.join("child"), server_options(Vec::new()))
         .unwrap();
     s.set_owns_row(Some(Arc::new(lower)));
     let child = RegionStore::open(&dir.join("child"), owning(upper))
@@ -147,7 +147,7 @@ fn a_split_links_the_parents_segments_and_each_side_serves_its_own_rows() {
 fn sizes_count_only_the_owned_share_of_reference_segments() {
     let dir = tempfile::tempdir().unwrap();
     let before = {
-        let mut s = RegionStore::open(dir.path(), StoreOptions::new(families()))
+        let mut s = RegionStore::open(dir.path(), server_options(families()))
             .unwrap()
             .0;
         write_rows(&mut s, 0, 4000);
@@ -155,13 +155,13 @@ fn sizes_count_only_the_owned_share_of_reference_segments() {
         s.approximate_size()
     };
     let (parent, child) = {
-        let mut s = RegionStore::open(dir.path(), StoreOptions::new(families()))
+        let mut s = RegionStore::open(dir.path(), server_options(families()))
             .unwrap()
             .0;
         s.link_rows(
             &upper,
             &dir.path().join("child"),
-            StoreOptions::new(Vec::new()),
+            server_options(Vec::new()),
         )
         .unwrap();
         s.set_owns_row(Some(Arc::new(lower)));
@@ -220,14 +220,14 @@ fn compaction_rewrites_reference_segments_first_and_keeps_only_owned_rows() {
 #[test]
 fn references_are_not_rewritten_while_a_narrowing_may_be_undone() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = RegionStore::open(dir.path(), StoreOptions::new(families()))
+    let mut s = RegionStore::open(dir.path(), server_options(families()))
         .unwrap()
         .0;
     write_rows(&mut s, 0, 300);
     s.link_rows(
         &upper,
         &dir.path().join("child"),
-        StoreOptions::new(Vec::new()),
+        server_options(Vec::new()),
     )
     .unwrap();
     s.narrow_reads(Some(Arc::new(lower)));
@@ -260,7 +260,7 @@ fn a_region_holding_references_splits_again_by_narrowing() {
         .link_rows(
             &upper_high,
             &dir.path().join("grandchild"),
-            StoreOptions::new(Vec::new()),
+            server_options(Vec::new()),
         )
         .unwrap();
     child.set_owns_row(Some(Arc::new(upper_low)));
@@ -318,7 +318,7 @@ fn compact_references(s: &mut RegionStore) -> Result<()> {
 
 /// The parent, loaded: rows `0..300` acknowledged in `Sync` mode, two segments and a memtable.
 fn loaded(fs: &SimFs) -> RegionStore {
-    let mut s = sim_open(fs, PARENT, StoreOptions::new(families())).unwrap();
+    let mut s = sim_open(fs, PARENT, server_options(families())).unwrap();
     write_rows(&mut s, 0, 100);
     s.flush().unwrap();
     write_rows(&mut s, 100, 200);
@@ -332,7 +332,7 @@ fn loaded(fs: &SimFs) -> RegionStore {
 fn split_steps(fs: &SimFs, parent: &mut RegionStore) -> std::result::Result<(), String> {
     let e = |e: &dyn std::fmt::Display| e.to_string();
     parent
-        .link_rows(&upper, Path::new(CHILD), StoreOptions::new(Vec::new()))
+        .link_rows(&upper, Path::new(CHILD), server_options(Vec::new()))
         .map_err(|x| e(&x))?;
     parent.narrow_reads(Some(Arc::new(lower)));
     commit(fs).map_err(|x| e(&x))?;
@@ -364,7 +364,7 @@ fn check_recovered(fs: &SimFs, what: &str) {
         assert_eq!(all_rows(&child), expected(0, 300, upper), "{what}: child");
     } else {
         // No commit: the parent still owns every row; the new directory is an orphan.
-        let mut parent = sim_open(fs, PARENT, StoreOptions::new(families())).expect("parent opens");
+        let mut parent = sim_open(fs, PARENT, server_options(families())).expect("parent opens");
         assert_eq!(all_rows(&parent), all, "{what}: parent");
         compact_references(&mut parent).unwrap();
         assert_eq!(

@@ -1,5 +1,8 @@
 //! The figures `/metrics` exports from a store: group commit, fsync time, recovery.
 
+mod common;
+use common::server_options;
+
 use kura_storage::*;
 
 fn put(row: &str) -> RowMutation {
@@ -17,7 +20,7 @@ fn put(row: &str) -> RowMutation {
 #[test]
 fn sync_writes_count_fsyncs_and_their_time_and_reopen_reports_the_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
+    let opts = server_options(vec![FamilyDescriptor::new("f")]);
     let (mut store, _) = RegionStore::open(dir.path(), opts.clone()).expect("open");
     for r in store.write_batch(vec![WriteOp::Mutate(put("a")), WriteOp::Mutate(put("b"))]) {
         r.expect("batch write");

@@ -166,12 +166,13 @@ mod tests {
         let fs = SimFs::new();
         let sim: Arc<dyn FileSystem> = Arc::new(fs.clone());
         let families = vec![FamilyDescriptor::new("cf")];
-        let (mut s, _) = RegionStore::open_with_fs(
-            sim.clone(),
-            Path::new("/parent"),
-            StoreOptions::new(families.clone()),
-        )
-        .unwrap();
+        // The server's flush configuration (`RegionActor::options`).
+        let options = || StoreOptions {
+            background_flush: true,
+            ..StoreOptions::new(families.clone())
+        };
+        let (mut s, _) =
+            RegionStore::open_with_fs(sim.clone(), Path::new("/parent"), options()).unwrap();
         let put = WriteOp::Mutate(RowMutation {
             row: b"x".to_vec(),
             mutations: vec![Mutation::Put {
@@ -206,8 +207,7 @@ mod tests {
             clock: s.clock.persisted(),
         };
         manifest::write(&fs, child, &old_export).unwrap();
-        let open_child =
-            || RegionStore::open_with_fs(sim.clone(), child, StoreOptions::new(families.clone()));
+        let open_child = || RegionStore::open_with_fs(sim.clone(), child, options());
         fs.inject(Fault {
             op: FaultOp::Rename,
             nth: 0,
