@@ -232,7 +232,7 @@ async fn split_by_size_cuts_next_to_the_bucket_that_took_the_writes() {
     for i in 0..200 {
         support::put(&kura, "hot", "the-hot-row", &format!("v{i}")).await;
     }
-    let hot = kura.bucket_of("hot", b"the-hot-row").expect("bucket");
+    let hot = kura.bucket_of("hot", b"the-hot-row").expect("bucket").get();
     let app = ops_app!(kura);
     let id = kura.regions("hot").await.expect("regions")[0].id;
     let (status, v) = call!(
@@ -385,13 +385,13 @@ async fn heatmap_is_a_time_by_bucket_matrix_that_shows_activity() {
         "every write is in some interval: {total_writes}"
     );
     for r in &rows {
-        let b = kura.bucket_of("h", r.as_bytes()).expect("bucket") as usize;
+        let b = kura.bucket_of("h", r.as_bytes()).expect("bucket").get() as usize;
         assert!(
             per_bucket(writes, b) >= 1,
             "bucket {b} of {r} shows its write"
         );
     }
-    let b3 = kura.bucket_of("h", b"user3").expect("bucket") as usize;
+    let b3 = kura.bucket_of("h", b"user3").expect("bucket").get() as usize;
     assert!(
         per_bucket(reads, b3) >= 1,
         "the read of user3 shows in its bucket"

@@ -109,7 +109,11 @@ impl Backend for Kura {
         region: u64,
         at_bucket: Option<u32>,
     ) -> Result<(u64, u64)> {
-        Kura::split_region(self, table, region, at_bucket).await
+        // The edge: operators name regions and buckets by number.
+        let at_bucket = at_bucket.map(crate::SaltBucket::new);
+        let (old, new) =
+            Kura::split_region(self, table, crate::RegionId::new(region), at_bucket).await?;
+        Ok((old.get(), new.get()))
     }
 
     async fn regions(&self, table: &str) -> Result<Vec<RegionInfo>> {

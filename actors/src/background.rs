@@ -74,7 +74,7 @@ type SyncJob = (LogSync, tokio::sync::oneshot::Sender<SyncDone>);
 
 impl Syncer {
     /// Start the thread `kura-sync-{region}`.
-    pub(crate) fn start(region: u64) -> std::io::Result<Syncer> {
+    pub(crate) fn start(region: crate::RegionId) -> std::io::Result<Syncer> {
         let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
         std::thread::Builder::new()
             .name(format!("kura-sync-{region}"))

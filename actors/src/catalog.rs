@@ -1,9 +1,51 @@
-//! The catalog of tables: names, families, salting, region layout. Persisted; restored on restart.
+//! The catalog of tables: names, families, salting, region layout; and [`RegionId`], the type
+//! of a region's identity. Persisted as JSON (`catalog.json`, region ids and buckets as bare
+//! numbers); restored on restart.
 
+use crate::salt::BucketRange;
 pub use kura_backend::schema::{validate_descriptor, validate_families, validate_table_name};
 pub use kura_backend::{SaltConfig, TableDescriptor};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
+
+/// A region's identity: the name of its directory, `<data dir>/regions/<id>`, and the number
+/// operators see and split by.
+///
+/// Invariant: ids are allocated by the catalog's `next_region_id`, which only grows, so an id
+/// a committed catalog named is never given to another region of the same data directory. (An
+/// id allocated by a change that did not commit may be allocated again; its directory is
+/// removed first.) The number is raw only at the edges: the catalog file (the bare number,
+/// `serde(transparent)`), directory names, logs, errors, the operators' views and the HTTP API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RegionId(u64);
+
+impl RegionId {
+    /// The id of the first region of a fresh data directory.
+    pub const FIRST: RegionId = RegionId(1);
+
+    /// Region id `n` (a number from an operator, a directory name or a test).
+    pub const fn new(n: u64) -> Self {
+        RegionId(n)
+    }
+
+    /// The id's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The id allocated after this one.
+    fn next(self) -> Self {
+        RegionId(self.0 + 1)
+    }
+}
+
+impl fmt::Display for RegionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Persistence and validation (implementation; the types above are the contract).
@@ -23,19 +65,45 @@ pub const CATALOG_FILE: &str = "catalog.json";
 /// Directory (inside the data directory) holding one sub-directory per region, named by id.
 pub const REGIONS_DIR: &str = "regions";
 
-/// One region of a table: an id (which names its data directory) and the salt buckets
-/// `[bucket_start, bucket_end)` it owns.
+/// One region of a table: an id (which names its data directory) and the salt buckets it
+/// owns. In the file: `{"id": .., "bucket_start": .., "bucket_end": ..}`, the end excluded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "RegionMetaFile", try_from = "RegionMetaFile")]
 pub struct RegionMeta {
-    pub id: u64,
-    pub bucket_start: u32,
-    pub bucket_end: u32,
+    pub id: RegionId,
+    pub buckets: BucketRange,
 }
 
-impl RegionMeta {
-    /// True if the region owns `bucket`.
-    pub fn owns(&self, bucket: u32) -> bool {
-        bucket >= self.bucket_start && bucket < self.bucket_end
+/// [`RegionMeta`] as the catalog file spells it.
+#[derive(Serialize, Deserialize)]
+struct RegionMetaFile {
+    id: RegionId,
+    bucket_start: u32,
+    bucket_end: u32,
+}
+
+impl From<RegionMeta> for RegionMetaFile {
+    fn from(m: RegionMeta) -> Self {
+        let (bucket_start, bucket_end) = m.buckets.bounds();
+        RegionMetaFile {
+            id: m.id,
+            bucket_start,
+            bucket_end,
+        }
+    }
+}
+
+impl TryFrom<RegionMetaFile> for RegionMeta {
+    type Error = String;
+
+    fn try_from(f: RegionMetaFile) -> std::result::Result<Self, String> {
+        let buckets = BucketRange::new(f.bucket_start, f.bucket_end).ok_or_else(|| {
+            format!(
+                "region {} has an empty bucket range [{}, {})",
+                f.id, f.bucket_start, f.bucket_end
+            )
+        })?;
+        Ok(RegionMeta { id: f.id, buckets })
     }
 }
 
@@ -43,7 +111,7 @@ impl RegionMeta {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableEntry {
     pub descriptor: TableDescriptor,
-    /// Sorted by `bucket_start`; the ranges are disjoint and cover `[0, buckets)`.
+    /// Sorted by bucket; the ranges are disjoint and cover `[0, buckets)`.
     pub regions: Vec<RegionMeta>,
 }
 
@@ -58,7 +126,7 @@ pub struct TableEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Catalog {
     pub format: u32,
-    pub next_region_id: u64,
+    pub next_region_id: RegionId,
     pub tables: BTreeMap<String, TableEntry>,
 }
 
@@ -66,7 +134,7 @@ impl Default for Catalog {
     fn default() -> Self {
         Catalog {
             format: CATALOG_FORMAT,
-            next_region_id: 1,
+            next_region_id: RegionId::FIRST,
             tables: BTreeMap::new(),
         }
     }
@@ -155,13 +223,14 @@ impl Catalog {
             }
             let mut next = 0u32;
             for r in &entry.regions {
-                if r.bucket_start != next || r.bucket_end <= r.bucket_start {
+                let (start, end) = r.buckets.bounds();
+                if start != next {
                     return Err(bad("region bucket ranges do not tile the buckets"));
                 }
                 if r.id >= self.next_region_id || !ids.insert(r.id) {
                     return Err(bad("region id reused or beyond next_region_id"));
                 }
-                next = r.bucket_end;
+                next = end;
             }
             if next != entry.descriptor.salt.buckets {
                 return Err(bad("region bucket ranges do not cover every bucket"));
@@ -171,16 +240,16 @@ impl Catalog {
     }
 
     /// Every region id the catalog names.
-    pub fn region_ids(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn region_ids(&self) -> impl Iterator<Item = RegionId> + '_ {
         self.tables
             .values()
             .flat_map(|t| t.regions.iter().map(|r| r.id))
     }
 
     /// Allocate a fresh region id.
-    pub fn allocate_region_id(&mut self) -> u64 {
+    pub fn allocate_region_id(&mut self) -> RegionId {
         let id = self.next_region_id;
-        self.next_region_id += 1;
+        self.next_region_id = id.next();
         id
     }
 }
@@ -193,36 +262,14 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 /// The data directory of a region: `<data_dir>/regions/<id>` (never derived from user input).
-pub fn region_dir(data_dir: &Path, id: u64) -> PathBuf {
+pub fn region_dir(data_dir: &Path, id: RegionId) -> PathBuf {
     data_dir.join(REGIONS_DIR).join(id.to_string())
-}
-
-/// Split `buckets` into `regions` contiguous, nearly equal ranges.
-pub fn even_layout(buckets: u32, regions: u32) -> Vec<(u32, u32)> {
-    let regions = regions.clamp(1, buckets.max(1));
-    (0..regions)
-        .map(|i| {
-            let start = (u64::from(buckets) * u64::from(i) / u64::from(regions)) as u32;
-            let end = (u64::from(buckets) * u64::from(i + 1) / u64::from(regions)) as u32;
-            (start, end)
-        })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use kura_backend::FamilyDescriptor;
-
-    #[test]
-    fn even_layout_tiles_the_buckets() {
-        assert_eq!(even_layout(8, 4), vec![(0, 2), (2, 4), (4, 6), (6, 8)]);
-        assert_eq!(even_layout(3, 8), vec![(0, 1), (1, 2), (2, 3)]);
-        let l = even_layout(256, 7);
-        assert_eq!(l.first().map(|r| r.0), Some(0));
-        assert_eq!(l.last().map(|r| r.1), Some(256));
-        assert!(l.windows(2).all(|w| w[0].1 == w[1].0 && w[0].0 < w[0].1));
-    }
 
     #[test]
     fn catalog_round_trips_through_its_file() {
@@ -233,16 +280,11 @@ mod tests {
         );
         let mut c = Catalog::default();
         let desc = TableDescriptor::new("t1", vec![FamilyDescriptor::new("cf")]);
-        let regions = even_layout(desc.salt.buckets, 2)
+        let regions = BucketRange::even(desc.salt.buckets, 2)
             .into_iter()
-            .map(|(s, e)| RegionMeta {
-                id: 0,
-                bucket_start: s,
-                bucket_end: e,
-            })
-            .map(|mut r| {
-                r.id = c.allocate_region_id();
-                r
+            .map(|buckets| RegionMeta {
+                id: c.allocate_region_id(),
+                buckets,
             })
             .collect();
         c.tables.insert(
@@ -254,6 +296,95 @@ mod tests {
         );
         c.save(dir.path()).expect("save");
         assert_eq!(Catalog::load(dir.path()).expect("load"), c);
+    }
+
+    #[test]
+    fn the_catalog_file_spells_ids_and_buckets_as_bare_numbers() {
+        let mut c = Catalog {
+            next_region_id: RegionId::new(7),
+            ..Catalog::default()
+        };
+        let mut desc = TableDescriptor::new("t", vec![FamilyDescriptor::new("cf")]);
+        desc.salt.buckets = 8;
+        let regions = vec![
+            RegionMeta {
+                id: RegionId::new(5),
+                buckets: BucketRange::new(0, 3).expect("range"),
+            },
+            RegionMeta {
+                id: RegionId::new(6),
+                buckets: BucketRange::new(3, 8).expect("range"),
+            },
+        ];
+        c.tables.insert(
+            "t".into(),
+            TableEntry {
+                descriptor: desc.clone(),
+                regions,
+            },
+        );
+        // The same catalog in plain numbers, as the file has always spelled it.
+        #[derive(Serialize)]
+        struct Plain {
+            format: u32,
+            next_region_id: u64,
+            tables: BTreeMap<String, PlainTable>,
+        }
+        #[derive(Serialize)]
+        struct PlainTable {
+            descriptor: TableDescriptor,
+            regions: Vec<PlainRegion>,
+        }
+        #[derive(Serialize)]
+        struct PlainRegion {
+            id: u64,
+            bucket_start: u32,
+            bucket_end: u32,
+        }
+        let plain = Plain {
+            format: 1,
+            next_region_id: 7,
+            tables: BTreeMap::from([(
+                "t".to_string(),
+                PlainTable {
+                    descriptor: desc,
+                    regions: vec![
+                        PlainRegion {
+                            id: 5,
+                            bucket_start: 0,
+                            bucket_end: 3,
+                        },
+                        PlainRegion {
+                            id: 6,
+                            bucket_start: 3,
+                            bucket_end: 8,
+                        },
+                    ],
+                },
+            )]),
+        };
+        let bytes = serde_json::to_vec_pretty(&c).expect("encode");
+        assert_eq!(
+            String::from_utf8(bytes.clone()).expect("utf-8"),
+            serde_json::to_string_pretty(&plain).expect("encode"),
+            "the catalog's bytes must not change"
+        );
+        let back: Catalog = serde_json::from_slice(&bytes).expect("decode");
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_catalog_region_with_no_buckets_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = r#"{"format":1,"next_region_id":2,"tables":{"t":{"descriptor":DESC,
+            "regions":[{"id":1,"bucket_start":4,"bucket_end":4}]}}}"#;
+        let desc = TableDescriptor::new("t", vec![FamilyDescriptor::new("cf")]);
+        let json = json.replace("DESC", &serde_json::to_string(&desc).expect("descriptor"));
+        fs::write(dir.path().join(CATALOG_FILE), json).expect("write");
+        match Catalog::load(dir.path()) {
+            Err(ActorError::Internal(m)) => assert!(m.contains("empty bucket range"), "{m}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! [`Kura`]: the cloneable handle through which HTTP handlers and applications reach the data.
 
-use crate::catalog::{Catalog, TableDescriptor};
+use crate::catalog::{Catalog, RegionId, TableDescriptor};
 use crate::error::{ActorError, Result};
 use crate::messages::{self, OpResult, Reject};
 use crate::region::RegionSettings;
 use crate::router::{self, Layout, RouterActor};
 use crate::routing::{RegionRoute, RoutingTable, TableRoute};
-use crate::salt::bucket_of;
+use crate::salt::{bucket_of, SaltBucket};
 use crate::scan_merge::MergedScan;
 use actix::{Addr, Arbiter, ArbiterHandle};
 pub use kura_backend::{AlterMode, RegionInfo, RegionStats, ScanRequest};
@@ -112,7 +112,11 @@ pub struct Kura {
 }
 
 /// Items bound for one region: the region, their positions in the request, `(bucket, item)`.
-type Group<'a, T> = (&'a RegionRoute, Vec<usize>, messages::OneOrMore<(u32, T)>);
+type Group<'a, T> = (
+    &'a RegionRoute,
+    Vec<usize>,
+    messages::OneOrMore<(SaltBucket, T)>,
+);
 
 struct Inner {
     config: KuraConfig,
@@ -426,7 +430,7 @@ impl Kura {
     }
 
     /// The region owning `bucket` (borrowed: cloning an actix `Addr` allocates).
-    fn owner(route: &TableRoute, bucket: u32) -> Result<&RegionRoute> {
+    fn owner(route: &TableRoute, bucket: SaltBucket) -> Result<&RegionRoute> {
         route.region_for(bucket).ok_or_else(|| {
             ActorError::Internal(format!(
                 "no region owns bucket {bucket} of {}",
@@ -441,7 +445,7 @@ impl Kura {
         table: &str,
         row: &[u8],
         write: bool,
-        make: impl Fn(u32, messages::Reply<T>) -> M,
+        make: impl Fn(SaltBucket, messages::Reply<T>) -> M,
     ) -> Result<T>
     where
         M: actix::Message<Result = ()> + Send + 'static,
@@ -768,13 +772,14 @@ impl Kura {
         self.inner.router.send(msg).await.map_err(router_gone)?
     }
 
-    /// Split a region (at a bucket, default its middle); returns `(old id, new id)`.
+    /// Split a region (at a bucket, which starts the new region; default the middle of its
+    /// range); returns `(old id, new id)`.
     pub async fn split_region(
         &self,
         table: &str,
-        region: u64,
-        at_bucket: Option<u32>,
-    ) -> Result<(u64, u64)> {
+        region: RegionId,
+        at_bucket: Option<SaltBucket>,
+    ) -> Result<(RegionId, RegionId)> {
         self.check_open()?;
         let msg = router::SplitRegion {
             table: table.to_string(),
@@ -795,19 +800,21 @@ impl Kura {
         let mut out = Vec::with_capacity(answers.len());
         for (r, answer) in route.regions.iter().zip(answers) {
             let stats = match answer {
-                Ok((_, _, stats)) => stats,
+                Ok((_, stats)) => stats,
                 // A stopped actor is a failed region: show it rather than hide the table.
                 Err(_) => RegionStats {
                     poisoned: true,
                     ..RegionStats::default()
                 },
             };
+            // The operators' view: raw numbers.
+            let (bucket_start, bucket_end) = r.range.bounds();
             out.push(RegionInfo {
                 key_range: None,
-                id: r.id(),
+                id: r.id().get(),
                 table: table.to_string(),
-                bucket_start: r.bucket_start,
-                bucket_end: r.bucket_end,
+                bucket_start,
+                bucket_end,
                 arbiter: r.arbiter,
                 stats,
             });
@@ -816,7 +823,7 @@ impl Kura {
     }
 
     /// The salt bucket of a row of a table.
-    pub fn bucket_of(&self, table: &str, row: &[u8]) -> Option<u32> {
+    pub fn bucket_of(&self, table: &str, row: &[u8]) -> Option<SaltBucket> {
         self.inner
             .routes
             .get(table)

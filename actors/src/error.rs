@@ -10,8 +10,14 @@ pub use kura_backend::Error as ActorError;
 /// Map a store error of region `region` of `table`. The boolean is true when the error
 /// means the store can no longer be trusted (poisoned, corrupt, I/O): the region then fails
 /// closed until it is reopened.
-pub(crate) fn from_store(e: kura_storage::Error, table: &str, region: u64) -> (ActorError, bool) {
+pub(crate) fn from_store(
+    e: kura_storage::Error,
+    table: &str,
+    region: crate::RegionId,
+) -> (ActorError, bool) {
     use kura_storage::Error as E;
+    // The backend's error type names regions by number.
+    let region = region.get();
     match e {
         E::NoSuchFamily { family } => (
             ActorError::NoSuchFamily {

@@ -14,7 +14,10 @@
 //!   commit.
 //! - `messages`: one struct per region request. `routing`: the shared routing table.
 //!   `scan_merge`: fan-out and k-way merge of scans.
-//! - [`catalog`]: tables and region layout, persisted atomically. [`salt`]: the bucket hash.
+//! - [`catalog`]: tables and region layout, persisted atomically; [`RegionId`]. [`salt`]: the
+//!   bucket hash; [`SaltBucket`] and [`BucketRange`]. A region id and a bucket are distinct
+//!   types, raw numbers only at the edges (the catalog file, directory names, errors, the
+//!   operators' views).
 //! - [`error`]: the crate's error enum.
 //!
 //! # Message flow
@@ -82,11 +85,12 @@ mod routing;
 pub mod salt;
 mod scan_merge;
 
-pub use catalog::{SaltConfig, TableDescriptor};
+pub use catalog::{RegionId, SaltConfig, TableDescriptor};
 pub use client::{AlterMode, Kura, KuraConfig, RegionInfo, ScanRequest};
 pub use error::{ActorError, Result};
 pub use kura_storage as storage;
 pub use kura_storage::model::*;
+pub use salt::{BucketRange, SaltBucket};
 
 #[cfg(test)]
 mod tests {
@@ -118,7 +122,7 @@ mod tests {
         ));
         send(kura.multi_get("t", vec![], &ReadSpec::default()));
         send(kura.create_table(TableDescriptor::new("t", vec![])));
-        send(kura.split_region("t", 1, None));
+        send(kura.split_region("t", RegionId::new(1), None));
         send(kura.regions("t"));
     }
 }

@@ -13,7 +13,9 @@
 //! bucket range the sender believes the region owns). A region that no longer owns it answers
 //! [`Reject::NotOwner`]: the handle re-reads the routing table and retries.
 
+use crate::catalog::RegionId;
 use crate::error::ActorError;
+use crate::salt::{BucketRange, SaltBucket};
 use actix::Message;
 use kura_storage::model::*;
 use kura_storage::RegionStats;
@@ -72,7 +74,7 @@ impl Drop for InFlightSlot {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Get {
-    pub bucket: u32,
+    pub bucket: SaltBucket,
     pub row: Vec<u8>,
     pub read: ReadSpec,
     pub filter: Option<Arc<dyn RowFilter>>,
@@ -83,7 +85,7 @@ pub(crate) struct Get {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct MultiGet {
-    pub rows: OneOrMore<(u32, Vec<u8>)>,
+    pub rows: OneOrMore<(SaltBucket, Vec<u8>)>,
     pub read: ReadSpec,
     pub reply: Reply<Vec<Option<Row>>>,
 }
@@ -93,7 +95,7 @@ pub(crate) struct MultiGet {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct ScanRegion {
-    pub expect: (u32, u32),
+    pub expect: BucketRange,
     pub spec: ScanSpec,
     pub limits: ScanLimits,
     pub reply: Reply<ScanPage>,
@@ -122,7 +124,7 @@ pub(crate) type OneOrMore<T> = smallvec::SmallVec<[T; 1]>;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Write {
-    pub ops: OneOrMore<(u32, KeyedWrite)>,
+    pub ops: OneOrMore<(SaltBucket, KeyedWrite)>,
     pub reply: Reply<OneOrMore<OpResult>>,
 }
 
@@ -141,11 +143,11 @@ pub(crate) struct Compact {
     pub reply: Option<Reply<()>>,
 }
 
-/// Figures of the region.
+/// Figures of the region, with the buckets it serves.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Stats {
-    pub reply: Reply<(u32, u32, RegionStats)>,
+    pub reply: Reply<(BucketRange, RegionStats)>,
 }
 
 /// Replace the region's column families (alter table).
@@ -161,7 +163,7 @@ pub(crate) struct SetFamilies {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct PrepareSplit {
-    pub at: u32,
+    pub at: SaltBucket,
     pub new_dir: PathBuf,
     pub reply: Reply<()>,
 }
@@ -174,11 +176,11 @@ pub(crate) struct CommitSplit {
     pub reply: Reply<()>,
 }
 
-/// Undo a prepared split whose catalog commit failed: serve `[start, end)` again.
+/// Undo a prepared split whose catalog commit failed: serve `range` again.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct AbortSplit {
-    pub range: (u32, u32),
+    pub range: BucketRange,
     pub reply: Reply<()>,
 }
 
@@ -209,7 +211,7 @@ pub(crate) struct Commit;
 #[rtype(result = "()")]
 pub(crate) struct AutoSplit {
     pub table: String,
-    pub region: u64,
+    pub region: RegionId,
 }
 
 /// From the router to a region: the split it asked for failed; it may ask again later.

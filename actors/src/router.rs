@@ -49,6 +49,7 @@ use crate::error::{ActorError, Result};
 use crate::messages::{self, AutoSplit, Reject};
 use crate::region::{RegionActor, RegionSettings, RegionSpec};
 use crate::routing::{BucketActivity, RegionHandle, RegionRoute, RoutingTable, TableRoute};
+use crate::salt::{BucketRange, SaltBucket};
 use crate::AlterMode;
 use actix::prelude::*;
 use std::path::{Path, PathBuf};
@@ -78,11 +79,11 @@ pub(crate) struct DropTable {
 
 /// Split a region at a bucket (default: the middle of its range).
 #[derive(Message)]
-#[rtype(result = "Result<(u64, u64)>")]
+#[rtype(result = "Result<(RegionId, RegionId)>")]
 pub(crate) struct SplitRegion {
     pub table: String,
-    pub region: u64,
-    pub at: Option<u32>,
+    pub region: RegionId,
+    pub at: Option<SaltBucket>,
 }
 
 /// Write a consistent copy of every table into a new directory (see [`Layout::checkpoint`]).
@@ -203,7 +204,7 @@ impl Layout {
             id: meta.id,
             table: desc.name.clone(),
             salt: desc.salt.clone(),
-            range: (meta.bucket_start, meta.bucket_end),
+            range: meta.buckets,
             dir: region_dir(&self.data_dir, meta.id),
             families: desc.families.clone(),
             settings: self.settings.clone(),
@@ -212,8 +213,7 @@ impl Layout {
         };
         let addr = RegionActor::launch(spec, &self.arbiters[arbiter]);
         Ok(RegionRoute {
-            bucket_start: meta.bucket_start,
-            bucket_end: meta.bucket_end,
+            range: meta.buckets,
             arbiter,
             handle: RegionHandle::new(meta.id, addr, self.settings.in_flight_limit),
         })
@@ -267,17 +267,16 @@ impl Layout {
         }
         let mut next = self.catalog.clone();
         let count = desc.initial_regions.unwrap_or(self.default_regions);
-        let layout = even_layout(desc.salt.buckets, count);
+        let layout = BucketRange::even(desc.salt.buckets, count);
         // The count the table really started with is recorded, so that it does not change
         // with a later `--default-regions` or `--workers` (splits are counted from it).
         let mut desc = desc;
         desc.initial_regions = Some(layout.len() as u32);
         let regions: Vec<RegionMeta> = layout
             .into_iter()
-            .map(|(bucket_start, bucket_end)| RegionMeta {
+            .map(|buckets| RegionMeta {
                 id: next.allocate_region_id(),
-                bucket_start,
-                bucket_end,
+                buckets,
             })
             .collect();
         // A directory left by an earlier run under a now-reused id would resurrect rows.
@@ -381,7 +380,7 @@ impl Layout {
             {
                 self.arbiter_load[r.arbiter] = self.arbiter_load[r.arbiter].saturating_sub(1);
                 if let Err(e) = res {
-                    tracing::warn!(region = r.id(), error = ?e, "closing a dropped region failed");
+                    tracing::warn!(region = r.id().get(), error = ?e, "closing a dropped region failed");
                 }
             }
         }
@@ -434,7 +433,12 @@ impl Layout {
         Ok(())
     }
 
-    async fn split(&mut self, table: &str, region: u64, at: Option<u32>) -> Result<(u64, u64)> {
+    async fn split(
+        &mut self,
+        table: &str,
+        region: RegionId,
+        at: Option<SaltBucket>,
+    ) -> Result<(RegionId, RegionId)> {
         self.check_open()?;
         let entry = self
             .catalog
@@ -449,18 +453,18 @@ impl Layout {
                 ActorError::InvalidArgument(format!("table {table} has no region {region}"))
             })?;
         let meta = entry.regions[idx].clone();
-        if meta.bucket_end - meta.bucket_start < 2 {
+        if meta.buckets.bucket_count() < 2 {
             return Err(ActorError::InvalidArgument(format!(
                 "region {region} owns a single salt bucket and cannot be split"
             )));
         }
-        let at = at.unwrap_or(meta.bucket_start + (meta.bucket_end - meta.bucket_start) / 2);
-        if at <= meta.bucket_start || at >= meta.bucket_end {
+        let at = at.unwrap_or_else(|| meta.buckets.middle());
+        let Some((lower, upper)) = meta.buckets.split_at(at) else {
             return Err(ActorError::InvalidArgument(format!(
-                "split bucket {at} is not strictly inside region {region}'s buckets [{}, {})",
-                meta.bucket_start, meta.bucket_end
+                "split bucket {at} is not strictly inside region {region}'s buckets {}",
+                meta.buckets
             )));
-        }
+        };
         let desc = entry.descriptor.clone();
         let route = self
             .routes
@@ -491,11 +495,10 @@ impl Layout {
         // Step 2: the commit point.
         let new_meta = RegionMeta {
             id: new_id,
-            bucket_start: at,
-            bucket_end: meta.bucket_end,
+            buckets: upper,
         };
         if let Some(e) = next.tables.get_mut(table) {
-            e.regions[idx].bucket_end = at;
+            e.regions[idx].buckets = lower;
             e.regions.insert(idx + 1, new_meta.clone());
         }
         // Whether the old region may drop the moved rows now (see `CommitSplit` below).
@@ -517,11 +520,11 @@ impl Layout {
             match named {
                 Some(true) => {
                     durable = false;
-                    tracing::warn!(table, region, error = %e,
+                    tracing::warn!(table, region = region.get(), error = %e,
                         "the catalog save reported an error after it took effect: split kept");
                 }
                 on_disk => {
-                    let range = (meta.bucket_start, meta.bucket_end);
+                    let range = meta.buckets;
                     let _ = old
                         .handle
                         .call_unbounded(|reply| messages::AbortSplit { range, reply })
@@ -542,7 +545,7 @@ impl Layout {
         if !durable {
             tracing::warn!(
                 table,
-                region,
+                region = region.get(),
                 "split kept; the old region drops the moved rows after its next open"
             );
         } else if let Err(e) = old
@@ -550,18 +553,24 @@ impl Layout {
             .call_unbounded(|reply| messages::CommitSplit { reply })
             .await
         {
-            tracing::warn!(table, region, error = ?e, "split committed; the old region's cleanup waits for its next open");
+            tracing::warn!(table, region = region.get(), error = ?e, "split committed; the old region's cleanup waits for its next open");
         }
 
         // Step 3: start the new region and publish.
         let new_route = self.launch(&desc, &new_meta, false)?;
         let mut regions = route.regions.clone();
         if let Some(pos) = regions.iter().position(|r| r.id() == region) {
-            regions[pos].bucket_end = at;
+            regions[pos].range = lower;
             regions.insert(pos + 1, new_route);
         }
         self.publish(route.desc.clone(), regions);
-        tracing::info!(table, region, new_region = new_id, at, "region split");
+        tracing::info!(
+            table,
+            region = region.get(),
+            new_region = new_id.get(),
+            at = at.get(),
+            "region split"
+        );
         Ok((region, new_id))
     }
 
@@ -737,7 +746,7 @@ layout_handler!(CreateTable, (), |l, m| l.create_table(m.desc));
 layout_handler!(AlterTable, TableDescriptor, |l, m| l
     .alter_table(m.desc, m.mode));
 layout_handler!(DropTable, (), |l, m| l.drop_table(&m.name));
-layout_handler!(SplitRegion, (u64, u64), |l, m| l
+layout_handler!(SplitRegion, (RegionId, RegionId), |l, m| l
     .split(&m.table, m.region, m.at));
 layout_handler!(CloseAll, (), |l, _m| l.close_all());
 layout_handler!(Checkpoint, kura_backend::CheckpointInfo, |l, m| l
@@ -750,7 +759,7 @@ impl Handler<AutoSplit> for RouterActor {
         self.change(
             move |mut l| async move {
                 if let Err(e) = l.split(&msg.table, msg.region, None).await {
-                    tracing::warn!(table = %msg.table, region = msg.region, error = %e,
+                    tracing::warn!(table = %msg.table, region = msg.region.get(), error = %e,
                         "automatic split failed; the region will ask again later");
                     let region = l.routes.get(&msg.table).and_then(|t| {
                         t.regions
@@ -795,22 +804,24 @@ pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
             )));
         }
     };
-    let live: std::collections::BTreeSet<u64> = catalog.region_ids().collect();
+    let live: std::collections::BTreeSet<RegionId> = catalog.region_ids().collect();
     let failed = |what: &str, path: &Path, e: std::io::Error| {
         ActorError::Internal(format!("{what} {}: {e}", path.display()))
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
+        // The edge: a directory named by a number is a region's.
         let Some(id) = name.to_str().and_then(|s| s.parse::<u64>().ok()) else {
             continue;
         };
+        let id = RegionId::new(id);
         if live.contains(&id) {
             continue;
         }
         let path = entry.path();
         let empty = std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none());
         if id < catalog.next_region_id || empty {
-            tracing::warn!(region = id, path = %path.display(), "removing a region directory the catalog does not name (left by a crash during a drop, or an empty one from a create)");
+            tracing::warn!(region = id.get(), path = %path.display(), "removing a region directory the catalog does not name (left by a crash during a drop, or an empty one from a create)");
             std::fs::remove_dir_all(&path).map_err(|e| failed("removing", &path, e))?;
             continue;
         }
@@ -823,7 +834,7 @@ pub(crate) fn remove_orphans(data_dir: &Path, catalog: &Catalog) -> Result<()> {
             to = parking.join(format!("{id}.{n}"));
             n += 1;
         }
-        tracing::warn!(region = id, from = %path.display(), to = %to.display(), "moving aside a region directory the catalog does not name: a crash during a create or split, or a catalog older than the directory (restore the latest catalog, then move it back); delete it once you know it is not needed");
+        tracing::warn!(region = id.get(), from = %path.display(), to = %to.display(), "moving aside a region directory the catalog does not name: a crash during a create or split, or a catalog older than the directory (restore the latest catalog, then move it back); delete it once you know it is not needed");
         std::fs::rename(&path, &to).map_err(|e| failed("moving", &path, e))?;
         sync_dir(&parking)?;
         sync_dir(&regions)?;

@@ -6,17 +6,18 @@
 //! outnumber layout changes and its sharded locks keep concurrent readers off one cache line.
 //!
 //! # Invariants
-//! 1. A snapshot's regions are sorted by `bucket_start` and tile `[0, buckets)`.
+//! 1. A snapshot's regions are sorted by bucket and their ranges tile `[0, buckets)`.
 //! 2. Snapshots are replaced only by the router, after the catalog change they reflect is
 //!    durable.
 //! 3. A region has at most `capacity` client requests in flight (waiting in its mailbox or
 //!    being served); past that a request is refused with `Overloaded` instead of queueing
 //!    without bound.
 
-use crate::catalog::TableDescriptor;
+use crate::catalog::{RegionId, TableDescriptor};
 use crate::error::ActorError;
 use crate::messages::{InFlightSlot, Reject, Reply};
 use crate::region::RegionActor;
+use crate::salt::{BucketRange, SaltBucket};
 use actix::{Addr, Handler, Message};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -34,7 +35,7 @@ pub(crate) struct BucketActivity {
 /// messages) plus its in-flight gate.
 #[derive(Clone)]
 pub(crate) struct RegionHandle {
-    pub id: u64,
+    pub id: RegionId,
     /// The actor's address.
     pub addr: Addr<RegionActor>,
     inflight: Arc<AtomicUsize>,
@@ -42,7 +43,7 @@ pub(crate) struct RegionHandle {
 }
 
 impl RegionHandle {
-    pub fn new(id: u64, addr: Addr<RegionActor>, capacity: usize) -> Self {
+    pub fn new(id: RegionId, addr: Addr<RegionActor>, capacity: usize) -> Self {
         RegionHandle {
             id,
             addr,
@@ -61,7 +62,9 @@ impl RegionHandle {
     {
         if self.inflight.fetch_add(1, Ordering::AcqRel) >= self.capacity {
             self.inflight.fetch_sub(1, Ordering::AcqRel);
-            return Err(Reject::Failed(ActorError::Overloaded { region: self.id }));
+            return Err(Reject::Failed(ActorError::Overloaded {
+                region: self.id.get(),
+            }));
         }
         // The slot travels with the responder: freed when the region answers or drops the
         // request, even if this caller stops waiting first.
@@ -101,7 +104,7 @@ impl RegionHandle {
         match rx.await {
             Ok(answer) => answer,
             Err(_) => Err(Reject::Failed(ActorError::RegionUnavailable {
-                region: self.id,
+                region: self.id.get(),
                 reason: "region actor stopped".into(),
             })),
         }
@@ -111,19 +114,14 @@ impl RegionHandle {
 /// One region in a snapshot.
 #[derive(Clone)]
 pub(crate) struct RegionRoute {
-    pub bucket_start: u32,
-    pub bucket_end: u32,
+    pub range: BucketRange,
     pub arbiter: usize,
     pub handle: RegionHandle,
 }
 
 impl RegionRoute {
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> RegionId {
         self.handle.id
-    }
-
-    pub fn range(&self) -> (u32, u32) {
-        (self.bucket_start, self.bucket_end)
     }
 }
 
@@ -137,26 +135,24 @@ pub(crate) struct TableRoute {
 
 impl TableRoute {
     /// The region owning `bucket`.
-    pub fn region_for(&self, bucket: u32) -> Option<&RegionRoute> {
-        let i = self.regions.partition_point(|r| r.bucket_end <= bucket);
-        self.regions.get(i).filter(|r| r.bucket_start <= bucket)
+    pub fn region_for(&self, bucket: SaltBucket) -> Option<&RegionRoute> {
+        let i = self.regions.partition_point(|r| r.range.is_below(bucket));
+        self.regions.get(i).filter(|r| r.range.contains(bucket))
     }
 
-    /// Regions whose ranges intersect `[start, end)`.
-    pub fn overlapping(&self, (start, end): (u32, u32)) -> impl Iterator<Item = &RegionRoute> {
-        self.regions
-            .iter()
-            .filter(move |r| r.bucket_start < end && start < r.bucket_end)
+    /// Regions whose ranges intersect `range`.
+    pub fn overlapping(&self, range: BucketRange) -> impl Iterator<Item = &RegionRoute> {
+        self.regions.iter().filter(move |r| r.range.overlaps(range))
     }
 
-    pub fn count_read(&self, bucket: u32) {
-        if let Some(a) = self.activity.get(bucket as usize) {
+    pub fn count_read(&self, bucket: SaltBucket) {
+        if let Some(a) = self.activity.get(bucket.index()) {
             a.reads.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    pub fn count_write(&self, bucket: u32) {
-        if let Some(a) = self.activity.get(bucket as usize) {
+    pub fn count_write(&self, bucket: SaltBucket) {
+        if let Some(a) = self.activity.get(bucket.index()) {
             a.writes.fetch_add(1, Ordering::Relaxed);
         }
     }

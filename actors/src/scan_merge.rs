@@ -18,7 +18,7 @@
 use crate::error::{ActorError, Result};
 use crate::messages::{Reject, ScanRegion};
 use crate::routing::{RegionRoute, TableRoute};
-use crate::salt::{bucket_of, pinned_bucket};
+use crate::salt::{bucket_of, pinned_bucket, BucketRange, SaltBucket};
 use kura_storage::model::*;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ const REROUTE_PATIENCE: Duration = Duration::from_secs(30);
 struct Stream {
     region: RegionRoute,
     /// The bucket range this stream covers (the region's range when the stream was made).
-    expect: (u32, u32),
+    expect: BucketRange,
     /// Spec of the next page.
     next: ScanSpec,
     buf: VecDeque<Row>,
@@ -117,7 +117,7 @@ impl MergedScan<'_> {
         let mut streams: Vec<Stream> = regions
             .into_iter()
             .map(|region| Stream {
-                expect: region.range(),
+                expect: region.range,
                 region,
                 next: self.spec.clone(),
                 buf: VecDeque::new(),
@@ -182,7 +182,7 @@ impl MergedScan<'_> {
         streams: &mut Vec<Stream>,
         remaining: usize,
         waiting_since: &mut Option<Instant>,
-        pin: Option<u32>,
+        pin: Option<SaltBucket>,
     ) -> Result<()> {
         loop {
             let max_bytes = self.page.max_bytes;
@@ -217,7 +217,7 @@ impl MergedScan<'_> {
         &self,
         streams: &mut Vec<Stream>,
         waiting_since: &mut Option<Instant>,
-        pin: Option<u32>,
+        pin: Option<SaltBucket>,
     ) -> Result<()> {
         let route = (self.reroute)()?;
         let mut added = Vec::new();
@@ -228,11 +228,11 @@ impl MergedScan<'_> {
         {
             let now: Vec<RegionRoute> = route
                 .overlapping(s.expect)
-                .filter(|r| pin.is_none_or(|b| r.bucket_start <= b && b < r.bucket_end))
+                .filter(|r| pin.is_none_or(|b| r.range.contains(b)))
                 .cloned()
                 .collect();
             let unchanged =
-                now.len() == 1 && now[0].id() == s.region.id() && now[0].range() == s.expect;
+                now.len() == 1 && now[0].id() == s.region.id() && now[0].range == s.expect;
             if unchanged || now.is_empty() {
                 // The router has not published the new layout yet.
                 stale = true;
@@ -243,9 +243,12 @@ impl MergedScan<'_> {
                 None => self.spec.clone(),
             };
             for region in now {
-                let (start, end) = region.range();
+                // Not empty: `overlapping` keeps the regions that share a bucket with it.
+                let Some(expect) = region.range.intersection(s.expect) else {
+                    continue;
+                };
                 added.push(Stream {
-                    expect: (start.max(s.expect.0), end.min(s.expect.1)),
+                    expect,
                     region,
                     next: resume.clone(),
                     buf: VecDeque::new(),

@@ -34,7 +34,7 @@ async fn poisoned_region_fails_closed(sync_thread: bool) {
                 .map(key)
                 .find(|k| {
                     let b = kura.bucket_of("t", k).expect("bucket");
-                    b >= r.bucket_start && b < r.bucket_end
+                    (r.bucket_start..r.bucket_end).contains(&b.get())
                 })
                 .expect("a key for every region")
         })

@@ -32,7 +32,7 @@ async fn keyed_retries_apply_once_across_splits_and_restarts() {
         let k = Some(b"req".to_vec());
         first.push(kura.increment_keyed("t", inc(r), k).await.expect("inc"));
     }
-    let region = kura.regions("t").await.expect("regions")[0].id;
+    let region = RegionId::new(kura.regions("t").await.expect("regions")[0].id);
     let (_, new) = kura.split_region("t", region, None).await.expect("split");
     kura.split_region("t", new, None).await.expect("split 2");
     let retry_all = |kura: Kura| {

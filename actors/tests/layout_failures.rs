@@ -17,7 +17,7 @@ async fn a_split_whose_catalog_commit_fails_loses_no_row() {
     // The catalog save cannot create its temporary file: the commit fails.
     let blocker = dir.path().join("catalog.json.tmp");
     std::fs::create_dir(&blocker).expect("mkdir");
-    let r = kura.regions("a").await.expect("regions")[0].id;
+    let r = RegionId::new(kura.regions("a").await.expect("regions")[0].id);
     let res = kura.split_region("a", r, None).await;
     assert!(res.is_err(), "the split must fail: {res:?}");
     std::fs::remove_dir(&blocker).expect("rmdir");
@@ -64,7 +64,7 @@ async fn a_region_narrowed_before_a_restart_cleans_up_and_splits_again_automatic
             .await
             .expect("create");
         load(kura.clone(), 0..40).await;
-        let r = kura.regions("auto").await.expect("regions")[0].id;
+        let r = RegionId::new(kura.regions("auto").await.expect("regions")[0].id);
         kura.split_region("auto", r, None).await.expect("split");
         kura.shutdown().await.expect("shutdown");
     }

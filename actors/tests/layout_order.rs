@@ -39,9 +39,9 @@ async fn a_checkpoint_sent_among_splits_copies_every_region_it_names() {
     let dest = dir.path().join("copy");
     // Split both regions around the checkpoint: each split runs wholly before it or after it.
     let (first, copy, second) = futures::join!(
-        kura.split_region("t", regions[0].id, None),
+        kura.split_region("t", RegionId::new(regions[0].id), None),
         kura.checkpoint(&dest),
-        kura.split_region("t", regions[1].id, None),
+        kura.split_region("t", RegionId::new(regions[1].id), None),
     );
     first.expect("split before");
     second.expect("split after");

@@ -42,11 +42,11 @@ async fn a_split_under_concurrent_writes_loses_nothing() {
             })
         })
         .collect();
-    let first = kura.regions("s").await.expect("regions")[0].id;
+    let first = RegionId::new(kura.regions("s").await.expect("regions")[0].id);
     let (old, new) = kura.split_region("s", first, None).await.expect("split 1");
     assert_eq!(old, first);
     kura.split_region("s", new, None).await.expect("split 2");
-    kura.split_region("s", first, Some(3))
+    kura.split_region("s", first, Some(SaltBucket::new(3)))
         .await
         .expect("split 3");
     let mut acked = Vec::new();
@@ -139,7 +139,9 @@ async fn a_scan_spanning_a_split_sees_every_row_once() {
             if pages % 3 == 0 {
                 let regions = kura.regions("s").await.expect("regions");
                 if let Some(r) = regions.iter().find(|r| r.bucket_end - r.bucket_start >= 2) {
-                    kura.split_region("s", r.id, None).await.expect("split");
+                    kura.split_region("s", RegionId::new(r.id), None)
+                        .await
+                        .expect("split");
                 }
             }
         }
@@ -202,7 +204,7 @@ async fn a_scan_running_during_splits_sees_every_row_once() {
             .iter()
             .max_by_key(|r| r.bucket_end - r.bucket_start)
             .expect("region");
-        kura.split_region("s", widest.id, None)
+        kura.split_region("s", RegionId::new(widest.id), None)
             .await
             .expect("split");
     }
@@ -216,13 +218,13 @@ async fn splits_refuse_bad_requests() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kura = Kura::start(config(dir.path())).await.expect("start");
     kura.create_table(table("s", 4, 4)).await.expect("create");
-    let r = kura.regions("s").await.expect("regions")[0].id;
+    let r = RegionId::new(kura.regions("s").await.expect("regions")[0].id);
     assert!(matches!(
         kura.split_region("s", r, None).await,
         Err(ActorError::InvalidArgument(_))
     ));
     assert!(matches!(
-        kura.split_region("s", 999, None).await,
+        kura.split_region("s", RegionId::new(999), None).await,
         Err(ActorError::InvalidArgument(_))
     ));
     assert!(matches!(
@@ -230,13 +232,13 @@ async fn splits_refuse_bad_requests() {
         Err(ActorError::TableNotFound(_))
     ));
     kura.create_table(table("w", 8, 1)).await.expect("create");
-    let r = kura.regions("w").await.expect("regions")[0].id;
+    let r = RegionId::new(kura.regions("w").await.expect("regions")[0].id);
     assert!(matches!(
-        kura.split_region("w", r, Some(0)).await,
+        kura.split_region("w", r, Some(SaltBucket::new(0))).await,
         Err(ActorError::InvalidArgument(_))
     ));
     assert!(matches!(
-        kura.split_region("w", r, Some(8)).await,
+        kura.split_region("w", r, Some(SaltBucket::new(8))).await,
         Err(ActorError::InvalidArgument(_))
     ));
     kura.shutdown().await.expect("shutdown");
@@ -303,7 +305,7 @@ async fn both_halves_of_a_split_rewrite_the_files_they_share_in_the_background()
     }
     kura.flush("refs").await.expect("flush");
     let before = segment_files(dir.path());
-    let first = kura.regions("refs").await.expect("regions")[0].id;
+    let first = RegionId::new(kura.regions("refs").await.expect("regions")[0].id);
     let (_, new) = kura.split_region("refs", first, None).await.expect("split");
     // The new region started on links to the old one's files: the same names in its directory.
     let linked: BTreeSet<_> = before

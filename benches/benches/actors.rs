@@ -530,7 +530,7 @@ async fn rows_by_arbiter(kura: &Kura, arbiters: usize) -> Vec<Vec<usize>> {
     let regions = kura.regions("t").await.expect("regions");
     let mut out = vec![Vec::new(); arbiters];
     for i in 0..10_000 {
-        let bucket = kura.bucket_of("t", &key(i)).expect("table");
+        let bucket = kura.bucket_of("t", &key(i)).expect("table").get();
         let region = regions
             .iter()
             .find(|r| r.bucket_start <= bucket && bucket < r.bucket_end)

@@ -56,10 +56,10 @@
 //!    futures) waits in `deferred` and is installed once the store is back.
 
 use crate::background::Syncer;
-use crate::catalog::SaltConfig;
+use crate::catalog::{RegionId, SaltConfig};
 use crate::error::ActorError;
 use crate::messages::*;
-use crate::salt::bucket_of;
+use crate::salt::{bucket_of, BucketRange, SaltBucket};
 use actix::prelude::*;
 use kura_storage::model::*;
 use kura_storage::LogSync;
@@ -100,10 +100,10 @@ pub(crate) struct RegionSettings {
 
 /// Everything needed to start a region actor.
 pub(crate) struct RegionSpec {
-    pub id: u64,
+    pub id: RegionId,
     pub table: String,
     pub salt: SaltConfig,
-    pub range: (u32, u32),
+    pub range: BucketRange,
     pub dir: PathBuf,
     pub families: Vec<FamilyDescriptor>,
     pub settings: RegionSettings,
@@ -117,16 +117,15 @@ pub(crate) struct RegionSpec {
 /// A row-ownership predicate, as [`StoreOptions::owns_row`] takes it.
 pub(crate) type OwnsRow = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
-/// The predicate "this row's bucket is in `[start, end)`", or `None` when the range is the whole
+/// The predicate "this row's bucket is in `range`", or `None` when the range is the whole
 /// table (no filtering needed).
-pub(crate) fn owns_row_predicate(salt: &SaltConfig, (start, end): (u32, u32)) -> Option<OwnsRow> {
-    if start == 0 && end >= salt.buckets {
+pub(crate) fn owns_row_predicate(salt: &SaltConfig, range: BucketRange) -> Option<OwnsRow> {
+    if range.is_whole(salt.buckets) {
         return None;
     }
     let salt = salt.clone();
     Some(Arc::new(move |row: &[u8]| {
-        let b = bucket_of(row, &salt);
-        b >= start && b < end
+        range.contains(bucket_of(row, &salt))
     }))
 }
 
@@ -172,10 +171,10 @@ type SyncResult = Result<(LogSync, kura_storage::Result<Duration>), ActorError>;
 
 /// One region: its store, the buckets it owns, and the writes waiting for the next commit.
 pub struct RegionActor {
-    id: u64,
+    id: RegionId,
     table: String,
     salt: SaltConfig,
-    range: (u32, u32),
+    range: BucketRange,
     dir: PathBuf,
     settings: RegionSettings,
     store: Option<RegionStore>,
@@ -242,7 +241,7 @@ impl RegionActor {
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)
                     .inspect_err(|e| {
-                        tracing::warn!(region = act.id, error = %e, "no log-sync thread: fsyncs run on the arbiter");
+                        tracing::warn!(region = act.id.get(), error = %e, "no log-sync thread: fsyncs run on the arbiter");
                     })
                     .ok();
             }
@@ -250,7 +249,7 @@ impl RegionActor {
             act
         })
     }
-    fn options(&self, families: Vec<FamilyDescriptor>, range: (u32, u32)) -> StoreOptions {
+    fn options(&self, families: Vec<FamilyDescriptor>, range: BucketRange) -> StoreOptions {
         StoreOptions {
             families,
             durability: self.settings.durability,
@@ -312,14 +311,14 @@ impl RegionActor {
             Ok((mut store, report)) => {
                 if report.truncated_at.is_some() {
                     tracing::warn!(
-                        region = self.id,
+                        region = self.id.get(),
                         ?report,
                         "region log was damaged at the tail"
                     );
                 }
                 // A region narrowed by a split before the last restart may still hold the
                 // moved rows in its segments: drop them before its size can ask for a split.
-                let narrowed = self.range.0 > 0 || self.range.1 < self.salt.buckets;
+                let narrowed = !self.range.is_whole(self.salt.buckets);
                 let over = self
                     .settings
                     .split_threshold
@@ -338,14 +337,14 @@ impl RegionActor {
         }
     }
     fn fail(&mut self, reason: String) {
-        tracing::error!(region = self.id, table = %self.table, %reason, "region fails closed");
+        tracing::error!(region = self.id.get(), table = %self.table, %reason, "region fails closed");
         if self.failed.is_none() {
             self.failed = Some(reason);
         }
     }
     fn unavailable(&self) -> ActorError {
         ActorError::RegionUnavailable {
-            region: self.id,
+            region: self.id.get(),
             reason: self
                 .failed
                 .clone()
@@ -369,8 +368,8 @@ impl RegionActor {
         }
         err
     }
-    fn owns(&self, bucket: u32) -> bool {
-        bucket >= self.range.0 && bucket < self.range.1
+    fn owns(&self, bucket: SaltBucket) -> bool {
+        self.range.contains(bucket)
     }
     /// Run `job` on the store on a thread of its own (normal priority), the store moved there,
     /// while this actor is paused (`ctx.wait`, invariant 6): its requests wait in its mailbox,
@@ -443,7 +442,7 @@ impl Handler<Stats> for RegionActor {
         if self.failed.is_some() {
             stats.poisoned = true;
         }
-        let _ = msg.reply.send(Ok((self.range.0, self.range.1, stats)));
+        let _ = msg.reply.send(Ok((self.range, stats)));
     }
 }
 

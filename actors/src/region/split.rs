@@ -30,14 +30,12 @@ impl Handler<PrepareSplit> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: PrepareSplit, ctx: &mut Context<Self>) {
-        let (start, end) = self.range;
-        if msg.at <= start || msg.at >= end {
+        let Some((lower, upper)) = self.range.split_at(msg.at) else {
             let _ = msg.reply.send(Err(Reject::NotOwner));
             return;
-        }
+        };
         // Invariant 2: every acknowledged write is in the store before the export reads it.
         self.settle(ctx);
-        let upper = (msg.at, end);
         let families = match self.store() {
             Ok(store) => store.families().to_vec(),
             Err(e) => {
@@ -59,12 +57,12 @@ impl Handler<PrepareSplit> for RegionActor {
         // A flush of the memtable (bounded by its budget), a link per segment and a few
         // manifests: not on the arbiter's thread, but independent of the region's size.
         let new_dir = msg.new_dir;
-        let (reply, at) = (msg.reply, msg.at);
+        let reply = msg.reply;
         self.with_store_off_thread(
             "split",
             ctx,
             move |store| store.link_rows(&*pred, &new_dir, options),
-            move |act, res, _| act.split_exported(res, (start, at), reply),
+            move |act, res, _| act.split_exported(res, lower, reply),
         );
     }
 }
@@ -107,7 +105,7 @@ impl RegionActor {
         let Some(threshold) = self.settings.split_threshold else {
             return;
         };
-        if self.split_requested || self.compacting || self.range.1 - self.range.0 < 2 {
+        if self.split_requested || self.compacting || self.range.bucket_count() < 2 {
             return;
         }
         if self
@@ -127,12 +125,12 @@ impl RegionActor {
             });
         }
     }
-    /// The upper half `[at, end)` was given to the new store (or not): narrow to `[start, at)`
+    /// The upper half of the range was given to the new store (or not): narrow to `lower`
     /// and answer.
     pub(super) fn split_exported(
         &mut self,
         res: Result<(), ActorError>,
-        (start, at): (u32, u32),
+        lower: BucketRange,
         reply: Reply<()>,
     ) {
         if let Err(e) = res {
@@ -143,7 +141,7 @@ impl RegionActor {
         // handle until the router publishes the new layout. Reads only: until the catalog
         // commit (`CommitSplit`) the split may still be undone (`AbortSplit`), so no compaction
         // may drop the moved rows yet.
-        self.range = (start, at);
+        self.range = lower;
         let lower = owns_row_predicate(&self.salt, self.range);
         if let Ok(store) = self.store() {
             store.narrow_reads(lower);
