@@ -126,6 +126,7 @@ async fn arbiters_take_no_cpu_once_their_regions_are_idle() {
         futures::future::join_all(asks)
     };
     let before = ticks(&kura).await;
+    // A window by design: the CPU the idle arbiters take over one second.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let after = ticks(&kura).await;
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {

@@ -171,15 +171,15 @@ async fn requests_their_callers_abandon_still_count_until_the_region_is_done_wit
     }
     assert_eq!((queued, overloaded), (2, 998), "the in-flight bound holds");
     // Once the region has dealt with the abandoned requests, their slots are free again.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match kura.get("g", b"x", &ReadSpec::default()).await {
-            Ok(_) => break,
-            Err(ActorError::Overloaded { .. }) if std::time::Instant::now() < deadline => {
-                actix_rt::time::sleep(std::time::Duration::from_millis(10)).await
-            }
-            Err(e) => panic!("slots never freed: {e}"),
-        }
-    }
+    wait_until(
+        "the abandoned requests free their slots",
+        std::time::Duration::from_secs(10),
+        async || match kura.get("g", b"x", &ReadSpec::default()).await {
+            Ok(_) => true,
+            Err(ActorError::Overloaded { .. }) => false,
+            Err(e) => panic!("unexpected answer {e}"),
+        },
+    )
+    .await;
     kura.shutdown().await.expect("shutdown");
 }

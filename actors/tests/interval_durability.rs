@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use kura_actors::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[actix_rt::test]
 async fn regions_fsync_interval_writes_on_their_own() {
@@ -17,19 +17,21 @@ async fn regions_fsync_interval_writes_on_their_own() {
     for i in 0..writes {
         kura.mutate("i", put(&key(i), b"v")).await.expect("write");
     }
-    // Poll the figures (bounded) until the timers have synced every acknowledged write.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let synced = loop {
+    let synced = async || {
         let regions = kura.regions("i").await.expect("regions");
         let synced: u64 = regions.iter().map(|r| r.stats.synced_writes).sum();
         let fsyncs: u64 = regions.iter().map(|r| r.stats.fsyncs).sum();
-        if (synced >= writes as u64 && fsyncs >= 1) || Instant::now() > deadline {
-            break synced;
-        }
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
+        (synced, fsyncs)
     };
+    wait_until(
+        "the region timers fsync every acknowledged write",
+        Duration::from_secs(10),
+        async || matches!(synced().await, (s, f) if s >= writes as u64 && f >= 1),
+    )
+    .await;
     assert_eq!(
-        synced, writes as u64,
+        synced().await.0,
+        writes as u64,
         "every interval write is fsynced by the region timer"
     );
     kura.shutdown().await.expect("shutdown");

@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use kura_actors::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[actix_rt::test]
 async fn a_split_whose_catalog_commit_fails_loses_no_row() {
@@ -21,8 +21,11 @@ async fn a_split_whose_catalog_commit_fails_loses_no_row() {
     let res = kura.split_region("a", r, None).await;
     assert!(res.is_err(), "the split must fail: {res:?}");
     std::fs::remove_dir(&blocker).expect("rmdir");
-    // Any compaction the split set off has had time to finish and install.
-    actix_rt::time::sleep(Duration::from_millis(1500)).await;
+    // Any compaction the split set off has finished and is installed.
+    wait_until("the compactions end", Duration::from_secs(20), async || {
+        !compacting(&kura, "a").await
+    })
+    .await;
     kura.compact("a", true).await.expect("compact");
     let mut missing = Vec::new();
     for i in 0..400 {
@@ -73,16 +76,12 @@ async fn a_region_narrowed_before_a_restart_cleans_up_and_splits_again_automatic
     cfg.memtable_budget = 32 << 10;
     let kura = Kura::start(cfg).await.expect("restart");
     load(kura.clone(), 40..80).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut regions = 2;
-    while Instant::now() < deadline && regions <= 2 {
-        actix_rt::time::sleep(Duration::from_millis(50)).await;
-        regions = kura.regions("auto").await.expect("regions").len();
-    }
-    assert!(
-        regions > 2,
-        "two regions of ~200 KiB over a 64 KiB threshold never split"
-    );
+    wait_until(
+        "two regions of ~200 KiB over a 64 KiB threshold split",
+        Duration::from_secs(20),
+        async || kura.regions("auto").await.expect("regions").len() > 2,
+    )
+    .await;
     assert_eq!(
         scan_all(&kura, "auto", ScanSpec::all(), 100).await.len(),
         1600

@@ -126,16 +126,6 @@ impl FileSystem for GatedFs {
     }
 }
 
-async fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    for _ in 0..500 {
-        if cond() {
-            return;
-        }
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 /// A server whose regions live on a gated `SimFs` (the catalog in `dir`).
 async fn start(gate: &Arc<Gate>, dir: &tempfile::TempDir) -> Kura {
     let mut cfg = config(dir.path());
@@ -168,7 +158,12 @@ async fn other_rows_are_read_while_a_write_waits_for_its_fsync_and_its_row_waits
     gate.set_closed(true);
     let k = kura.clone();
     let write = actix_rt::spawn(async move { k.mutate("t", put(b"b", b"2")).await });
-    wait_for("the write's fsync to start", || gate.waiting() == 1).await;
+    wait_until(
+        "the write's fsync to start",
+        Duration::from_secs(5),
+        async || gate.waiting() == 1,
+    )
+    .await;
 
     // The region is not blocked by the fsync: a read of another row is answered.
     let a = actix_rt::time::timeout(Duration::from_secs(5), get(&kura, b"a"))
@@ -178,6 +173,8 @@ async fn other_rows_are_read_while_a_write_waits_for_its_fsync_and_its_row_waits
 
     // A read of the row being written waits: it must not see a write that is not durable.
     let held = actix_rt::spawn(get(&kura, b"b"));
+    // A window by design: nothing must happen in it (the read stays held, the write
+    // unacknowledged) while the fsync is held.
     actix_rt::time::sleep(Duration::from_millis(100)).await;
     assert!(!held.is_finished(), "a read of an in-flight row waits");
     assert!(
@@ -205,7 +202,12 @@ async fn writes_that_arrive_during_an_fsync_are_committed_together_after_it() {
     gate.set_closed(true);
     let k = kura.clone();
     let first = actix_rt::spawn(async move { k.mutate("t", put(b"first", b"x")).await });
-    wait_for("the first fsync to start", || gate.waiting() == 1).await;
+    wait_until(
+        "the first fsync to start",
+        Duration::from_secs(5),
+        async || gate.waiting() == 1,
+    )
+    .await;
     let mut rest = Vec::new();
     for i in 0..20 {
         let k = kura.clone();
@@ -213,6 +215,7 @@ async fn writes_that_arrive_during_an_fsync_are_committed_together_after_it() {
             k.mutate("t", put(&key(i), b"y")).await
         }));
     }
+    // A window by design: no second fsync may start in it while the first is held.
     actix_rt::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(gate.waiting(), 1, "one fsync at a time");
     gate.set_closed(false);

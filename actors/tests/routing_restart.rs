@@ -386,7 +386,9 @@ async fn writes_queued_before_a_shutdown_are_served_and_durable() {
         assert!(futures::poll!(writes.next()).is_pending());
         let mut shutdown = Box::pin(k.shutdown());
         assert!(futures::poll!(&mut shutdown).is_pending());
-        // Hold the region's thread while the router sends the close.
+        // Hold the region's thread while the router sends the close. Nothing marks the
+        // close's arrival in the mailbox, so this is a window long enough for it: a close
+        // that came later would make the test check less, never fail wrongly.
         std::thread::sleep(std::time::Duration::from_millis(300));
         let results: Vec<_> = writes.collect().await;
         let _ = tx.send(results);

@@ -4,7 +4,7 @@ mod common;
 use common::*;
 use kura_actors::*;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[actix_rt::test]
 async fn a_split_under_concurrent_writes_loses_nothing() {
@@ -259,20 +259,13 @@ async fn a_region_past_the_threshold_splits_by_itself() {
         let batch: Vec<RowMutation> = (0..20).map(|i| put(&key(chunk * 20 + i), &value)).collect();
         kura.mutate_rows("auto", batch).await.expect("load");
     }
-    // The split runs in the background: poll the layout until it changes (bounded).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut count = 1;
-    while Instant::now() < deadline {
-        count = kura.regions("auto").await.expect("regions").len();
-        if count > 1 {
-            break;
-        }
-        actix_rt::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        count > 1,
-        "a region holding ~400 KiB over a 64 KiB threshold must split"
-    );
+    // The split runs in the background.
+    wait_until(
+        "a region holding ~400 KiB over a 64 KiB threshold splits",
+        Duration::from_secs(20),
+        async || kura.regions("auto").await.expect("regions").len() > 1,
+    )
+    .await;
     let all = scan_all(&kura, "auto", ScanSpec::all(), 128).await;
     assert_eq!(all, (0..800).map(key).collect::<Vec<_>>());
     kura.shutdown().await.expect("shutdown");
@@ -316,21 +309,21 @@ async fn both_halves_of_a_split_rewrite_the_files_they_share_in_the_background()
                 .join(p.file_name().unwrap())
         })
         .collect();
-    // Both regions rewrite them in the background (bounded poll): every file the split shared
-    // leaves both directories, and what is left has one name.
+    // Both regions rewrite them in the background: every file the split shared leaves both
+    // directories, and what is left has one name.
     let shared = |files: &BTreeSet<std::path::PathBuf>| {
         files
             .iter()
             .filter(|p| before.contains(*p) || linked.contains(*p))
             .count()
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut files = segment_files(dir.path());
-    while Instant::now() < deadline && shared(&files) > 0 {
-        actix_rt::time::sleep(Duration::from_millis(20)).await;
-        files = segment_files(dir.path());
-    }
-    assert_eq!(shared(&files), 0, "still shared: {files:?}");
+    wait_until(
+        "the shared segments are rewritten",
+        Duration::from_secs(20),
+        async || shared(&segment_files(dir.path())) == 0,
+    )
+    .await;
+    let files = segment_files(dir.path());
     for p in &files {
         assert_eq!(std::fs::metadata(p).map_or(1, |m| m.nlink()), 1, "{p:?}");
     }

@@ -87,6 +87,8 @@ pub struct RegionStats {
     pub memtable_cells: u64,
     /// A background flush is under way.
     pub flushing: bool,
+    /// A compaction is under way, or has finished and waits to be installed.
+    pub compacting: bool,
     pub segments: u64,
     pub segment_bytes: u64,
     pub segment_cells: u64,

@@ -53,8 +53,10 @@ fn an_outstanding_task_holds_its_inputs_until_installed_or_dropped() {
     let (_dir, mut s) = setup(2);
     let held = s.compaction_task(false).unwrap().run().unwrap();
     assert!(s.compaction_task(false).is_none(), "its inputs are held");
+    assert!(s.stats().compacting, "a compaction waits to be installed");
     s.compact(false).unwrap(); // nothing to do, must not disturb the held inputs
     s.install_compaction(held).unwrap();
+    assert!(!s.stats().compacting);
     assert_eq!(s.stats().segments, 1);
     assert_eq!(cells(&s, "r0", &read(3)).len(), 2);
     mutate(&mut s, "x", vec![put("one", "q", Some(1), "v")]);

@@ -2,7 +2,9 @@
 #![allow(dead_code)]
 
 use kura_actors::*;
+use std::ops::AsyncFnMut;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// A config for tests: 2 arbiters, no fsync (speed), no automatic splits.
 pub fn config(dir: &Path) -> KuraConfig {
@@ -69,4 +71,22 @@ pub async fn scan_all(kura: &Kura, table: &str, spec: ScanSpec, page: usize) -> 
             return keys;
         }
     }
+}
+
+/// Wait until `cond` holds, checking it every 10 ms (the actix system runs meanwhile); panics
+/// naming `what` if it does not hold within `within`. For what the server does in the
+/// background (a split, a compaction, a timer's fsync): the deadline only bounds a test that
+/// would otherwise hang, it is no assertion on speed.
+pub async fn wait_until(what: &str, within: Duration, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond().await {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether any region of `table` has a compaction under way (or not yet installed).
+pub async fn compacting(kura: &Kura, table: &str) -> bool {
+    let regions = kura.regions(table).await.expect("regions");
+    regions.iter().any(|r| r.stats.compacting)
 }

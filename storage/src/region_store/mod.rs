@@ -527,6 +527,7 @@ impl RegionStore {
             memtable_bytes: memtable_bytes as u64,
             memtable_cells: memtable_cells as u64,
             flushing: self.frozen.is_some(),
+            compacting: !self.reserved.lock().is_empty(),
             segments: self.segments.len() as u64,
             segment_bytes,
             segment_cells,
