@@ -12,12 +12,13 @@
 mod server_harness;
 
 use base64::Engine;
-use server_harness::{b64, output_text as text, run_kura, Http, Server};
+use server_harness::{b64, output_text as text, run_kura, wait_until, Http, Server};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 type Dump = BTreeMap<Vec<u8>, Vec<(Vec<u8>, i64, Vec<u8>)>>;
 
@@ -289,9 +290,9 @@ fn a_backup_taken_during_writes_holds_every_write_acknowledged_before_it_began()
             })
         })
         .collect();
-    while acked.load(Ordering::SeqCst) < 300 {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until("300 writes acknowledged", Duration::from_secs(60), || {
+        acked.load(Ordering::SeqCst) >= 300
+    });
     // Every write counted here was acknowledged before the backup began.
     let before = acked.load(Ordering::SeqCst);
     let out = work.path().join("b");
@@ -377,12 +378,14 @@ fn a_backup_stopped_or_killed_midway_resumes_to_the_same_content() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn kura backup");
-    while !killed.join("kura-backup.partial.json").exists() {
-        if child.try_wait().expect("wait").is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_until(
+        "the backup writes its progress, or ends",
+        Duration::from_secs(60),
+        || {
+            killed.join("kura-backup.partial.json").exists()
+                || child.try_wait().expect("wait").is_some()
+        },
+    );
     let _ = child.kill();
     let _ = child.wait();
     if !killed.join("kura-backup.json").exists() {

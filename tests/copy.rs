@@ -12,10 +12,10 @@
 mod server_harness;
 
 use kura_backend::{FamilyDescriptor, Mutation, ReadSpec, RowMutation, TableDescriptor};
-use server_harness::{b64, output_text as text, run_kura, Server};
+use server_harness::{b64, output_text as text, run_kura, wait_until, Server};
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn kura_copy(args: &[&str], env: &[(&str, &str)]) -> Output {
     let args: Vec<&str> = std::iter::once("copy")
@@ -334,19 +334,19 @@ fn a_copy_killed_midway_resumes_and_ends_with_both_sides_equal() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn kura copy");
-    let start = Instant::now();
-    while !checkpoint.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no checkpoint written"
-        );
+    // Killed once it has checkpointed a few batches, well before the end.
+    let saved_rows = || {
+        let text = std::fs::read_to_string(&checkpoint).unwrap_or_default();
+        let rows = text.lines().find_map(|l| l.strip_prefix("rows="));
+        rows.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0)
+    };
+    wait_until("a checkpoint of 50 rows", Duration::from_secs(60), || {
         assert!(
             child.try_wait().expect("wait").is_none(),
             "the copy ended before it could be killed"
         );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    std::thread::sleep(Duration::from_millis(30));
+        saved_rows() >= 50
+    });
     child.kill().expect("SIGKILL");
     let status = child.wait().expect("wait");
     assert!(!status.success(), "killed, not finished: {status:?}");

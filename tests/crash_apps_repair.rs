@@ -22,7 +22,7 @@
 mod server_harness;
 
 use serde_json::{json, Value};
-use server_harness::{output_text, run_kura, Http, Server};
+use server_harness::{output_text, run_kura, wait_until, Http, Server};
 
 const CRASH_ENV: &str = "KURA_TEST_CRASH_AFTER_APP_WRITES";
 
@@ -58,15 +58,10 @@ impl Rig {
             .map(|r| r.status);
         if answer.is_none() {
             // The hook's SIGKILL: wait for the process to be gone before restarting.
-            for _ in 0..200 {
-                if self.server.exited() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            assert!(
-                self.server.exited(),
-                "{path}: no answer, yet the server runs"
+            wait_until(
+                &format!("{path}: no answer, so the server exits"),
+                std::time::Duration::from_secs(2),
+                || self.server.exited(),
             );
         }
         self.server.set_env(&[]);

@@ -18,11 +18,11 @@ use base64::Engine;
 use kura_formats::result::{encode_result, CellKind, ExportCell};
 use kura_formats::seqfile::{Compression, Writer};
 use kura_formats::writable::{ibw, IMMUTABLE_BYTES_WRITABLE, NULL_WRITABLE, RESULT};
-use server_harness::{b64, output_text as text, run_kura, Http, Server};
+use server_harness::{b64, output_text as text, run_kura, wait_until, Http, Server};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn kura(args: &[&str]) -> Output {
     run_kura(args, &[])
@@ -334,19 +334,14 @@ fn kill_when(args: &[&str], ready: impl Fn() -> bool) -> bool {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn kura");
-    let start = Instant::now();
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            return false;
-        }
-        if ready() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return true;
-        }
-        assert!(start.elapsed() < Duration::from_secs(120), "never ready");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let mut exited = false;
+    wait_until("kura exits or is ready", Duration::from_secs(120), || {
+        exited = matches!(child.try_wait(), Ok(Some(_)));
+        exited || ready()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    !exited
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 mod server_harness;
 
-use server_harness::{free_port, Server};
+use server_harness::{free_port, poll_until, Server};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -126,16 +126,13 @@ fn exit_status_with_env(
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn kura");
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(20) {
-        if let Ok(Some(status)) = child.try_wait() {
-            let out = child.wait_with_output().expect("output");
-            return (
-                Some(status),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let mut status = None;
+    if poll_until(Duration::from_secs(20), || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    }) {
+        let out = child.wait_with_output().expect("output");
+        return (status, String::from_utf8_lossy(&out.stderr).into_owned());
     }
     let _ = child.kill();
     let _ = child.wait();

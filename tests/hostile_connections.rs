@@ -5,10 +5,10 @@
 
 mod server_harness;
 
-use server_harness::{create_table, free_port, Http};
+use server_harness::{create_table, free_port, healthy, wait_until, Http};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The open-file limit the server runs under, soft and hard: low, as a service manager's
 /// default (1024) is low for a busy server.
@@ -49,22 +49,13 @@ fn a_connection_flood_leaves_the_store_the_descriptors_its_flushes_need() {
             let _ = self.0.wait();
         }
     }
-    let _server = Killed(command.spawn().expect("spawn kura"));
-    let start = Instant::now();
-    let mut http = loop {
-        if let Ok(mut c) = Http::connect(addr) {
-            if c.request("GET", "/healthz", &[], b"")
-                .is_ok_and(|r| r.status == 200)
-            {
-                break c;
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "kura did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let server = Killed(command.spawn().expect("spawn kura"));
+    let mut http = None;
+    wait_until("kura answers /healthz", Duration::from_secs(60), || {
+        http = healthy(addr);
+        http.is_some()
+    });
+    let mut http = http.expect("a connection");
     create_table(&mut http, "t", &["cf"]);
     let put = |http: &mut Http, row: &str| {
         http.request(
@@ -81,10 +72,19 @@ fn a_connection_flood_leaves_the_store_the_descriptors_its_flushes_need() {
     }
 
     // More idle connections than the server has descriptors.
+    let fds = format!("/proc/{}/fd", server.0.id());
+    let open_fds = || std::fs::read_dir(&fds).map_or(0, |d| d.count()) as u64;
+    let before = open_fds();
     let flood: Vec<_> = (0..FD_LIMIT + 50)
         .filter_map(|_| std::net::TcpStream::connect(addr).ok())
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // The server takes connections up to its limit (half its descriptors), this test's
+    // first one included.
+    wait_until(
+        "the server takes connections up to its limit",
+        Duration::from_secs(30),
+        || open_fds() >= before + FD_LIMIT / 2 - 1,
+    );
     // On the connection opened before the flood: a flush needs new files.
     let r = http
         .request("POST", "/admin/tables/t/flush", &[], b"")

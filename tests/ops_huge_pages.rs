@@ -22,10 +22,9 @@ fn the_server_runs_without_transparent_huge_pages_by_default() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path(), &[]);
     // Turned off once every region has opened (recovery keeps them): shortly after start.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while thp_enabled(&server) != "0" && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    poll_until(std::time::Duration::from_secs(20), || {
+        thp_enabled(&server) == "0"
+    });
     assert_eq!(thp_enabled(&server), "0");
 }
 

@@ -8,7 +8,7 @@
 
 mod server_harness;
 
-use server_harness::{b64, create_table, Http, Server};
+use server_harness::{b64, create_table, wait_until, Http, Server};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,9 +71,9 @@ fn sigterm_under_writes_loses_nothing_acknowledged(args: &[&str]) {
             std::thread::spawn(move || writer(addr, w, &stop, &acks))
         })
         .collect();
-    while acks.load(Ordering::SeqCst) < 400 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("400 writes acknowledged", Duration::from_secs(60), || {
+        acks.load(Ordering::SeqCst) >= 400
+    });
     let status = server.terminate(Duration::from_secs(60));
     stop.store(true, Ordering::SeqCst);
     let seen: Vec<Seen> = writers

@@ -10,7 +10,7 @@ use kura::config::Config;
 use kura::server::build_server;
 use kura::state::{AppState, StateSource};
 use kura_actors::Kura;
-use server_harness::{create_table, free_port, Http, Response};
+use server_harness::{create_table, free_port, wait_until_async, Http, Response};
 use std::net::SocketAddr;
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
@@ -42,7 +42,8 @@ fn request(
     rx
 }
 
-/// The answer, polling so that the actix system on this thread keeps running meanwhile.
+/// The answer, polling so that the actix system on this thread keeps running meanwhile; `None`
+/// if none came within `within` (a window some checks expect to pass unanswered).
 async fn answer(rx: &Receiver<Response>, within: Duration) -> Option<Response> {
     let start = Instant::now();
     while start.elapsed() < within {
@@ -71,14 +72,10 @@ async fn a_request_arriving_before_the_store_is_open_waits_and_is_then_answered(
     let server = build_server(&config, Arc::clone(&source), true, None).expect("bind");
     let handle = server.handle();
     let served = actix_rt::spawn(server);
-    let start = Instant::now();
-    while source.arbiters().len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "workers did not register"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_async("the workers register", Duration::from_secs(30), || {
+        source.arbiters().len() >= 2
+    })
+    .await;
 
     let early = request(addr, "GET", "/healthz".into(), Vec::new());
     assert!(
@@ -105,14 +102,10 @@ async fn a_request_arriving_before_the_store_is_open_waits_and_is_then_answered(
         });
         rx
     };
-    let start = Instant::now();
-    while made.try_recv().is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "table not created"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_async("the table is created", Duration::from_secs(10), || {
+        made.try_recv().is_ok()
+    })
+    .await;
     let put = request(addr, "PUT", "/t/row1/cf:a".into(), b"hello".to_vec());
     let r = answer(&put, Duration::from_secs(10))
         .await

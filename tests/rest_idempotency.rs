@@ -176,7 +176,8 @@ async fn a_retry_after_the_configured_window_is_applied_again() {
     assert_eq!(keyed(&c, uri, "k", &amount(3)).await.status, 200);
     assert_eq!(keyed(&c, uri, "k", &amount(3)).await.status, 200);
     assert_eq!(counter(&c).await, 3, "within the window: applied once");
-    // Past the window the key is forgotten: the same request is a new one.
+    // Past the window the key is forgotten: the same request is a new one. A sleep by
+    // design: the window must expire.
     actix_web::rt::time::sleep(std::time::Duration::from_millis(1500)).await;
     assert_eq!(keyed(&c, uri, "k", &amount(3)).await.status, 200);
     assert_eq!(counter(&c).await, 6, "after the window: applied again");

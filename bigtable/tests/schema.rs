@@ -305,6 +305,7 @@ async fn a_table_being_created_elsewhere_is_invisible_and_a_second_create_waits_
         let r = b.create_table(table("ghost", &[("cf", 1, None)])).await;
         (b, r)
     });
+    // A window by design: the create must not finish in it while the claim stands.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(!create.is_finished(), "the create must wait for the claim");
     cbt(&emu, &["deleterow", "kura_meta", "table:ghost"]);

@@ -20,6 +20,44 @@ pub struct Server {
     env: Vec<(String, String)>,
 }
 
+/// Whether `cond` comes to hold within `within`, checked every millisecond. For what a server process
+/// or a command does in its own time (start up, exit, write a file): the deadline bounds a test
+/// that would otherwise hang; it asserts nothing about speed.
+pub fn poll_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// [`poll_until`], panicking with `what` if `cond` does not hold within `within`.
+pub fn wait_until(what: &str, within: Duration, cond: impl FnMut() -> bool) {
+    assert!(poll_until(within, cond), "{what}: not within {within:?}");
+}
+
+/// [`wait_until`] for a test that runs an actix system on its own thread: the system goes on
+/// running while this waits.
+pub async fn wait_until_async(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A connection to `addr` on which `/healthz` answers 200, if the server there is up.
+pub fn healthy(addr: SocketAddr) -> Option<Http> {
+    let mut c = Http::connect(addr).ok()?;
+    let r = c.request("GET", "/healthz", &[], b"").ok()?;
+    (r.status == 200).then_some(c)
+}
+
 /// A free loopback port (the listener is dropped before the server binds it).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
@@ -60,26 +98,14 @@ impl Server {
     }
 
     fn wait_ready(&mut self, timeout: Duration) {
-        let start = Instant::now();
-        loop {
-            if let Ok(mut c) = Http::connect(self.addr) {
-                if let Ok(r) = c.request("GET", "/healthz", &[], b"") {
-                    if r.status == 200 {
-                        return;
-                    }
-                }
+        let addr = self.addr;
+        let mut child = self.child.as_mut();
+        wait_until("kura answers /healthz", timeout, || {
+            if let Some(status) = child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("kura exited during start-up: {status}");
             }
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("kura exited during start-up: {status}");
-                }
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "kura did not become ready within {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            healthy(addr).is_some()
+        });
     }
 
     /// The environment variables the next start ([`Server::restart`]) sets on the server
@@ -123,16 +149,16 @@ impl Server {
             .status()
             .is_ok_and(|s| s.success());
         assert!(sent, "could not send SIGTERM to the server");
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let mut status = None;
+        poll_until(timeout, || {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
+        status
     }
 
     /// Kills (if running) and starts again on the same port and data directory; returns how
