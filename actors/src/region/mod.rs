@@ -47,13 +47,18 @@
 //! 4. Once the store reports a poisoned, corrupt or I/O failure the region fails closed: every
 //!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
-//! 6. Opening (recovering) the store, a split's flush and export, a flush on command and the
-//!    freeze that starts a background flush run on a thread of their own with the store moved
-//!    there, while the actor is paused (`ctx.wait`): it handles no message until the store is
-//!    back, so the work sees exactly the acknowledged writes, and the arbiter (with thread per
-//!    core, an HTTP worker) serves its other regions and connections meanwhile. A background
-//!    flush or compaction that finishes meanwhile (actix still polls the actor's spawned
-//!    futures) waits in `deferred` and is installed once the store is back.
+//! 6. Opening (recovering) the store, a split's flush and export, a flush on command, a
+//!    checkpoint and the freeze that starts a background flush run on a thread of their own
+//!    with the store moved there, while the actor is paused (`ctx.wait`): it handles no message
+//!    until the store is back, so the work sees exactly the acknowledged writes, and the arbiter
+//!    (with thread per core, an HTTP worker) serves its other regions and connections meanwhile.
+//!    While the pause lasts actix polls none of the actor's spawned futures either, with one
+//!    exception: when a *message handler* starts the pause, actix 0.13's `ContextFut::poll`
+//!    still polls the first of those futures in the same turn (it takes in the new wait only
+//!    after that poll). A background flush or compaction whose result is ready at that moment
+//!    runs its completion with the store away: the result waits in `deferred` and is installed
+//!    right after the job's own continuation, once the store is back
+//!    (`tests/paused_region.rs`).
 
 use crate::background::Syncer;
 use crate::catalog::{RegionId, SaltConfig};
@@ -196,11 +201,11 @@ pub struct RegionActor {
     sync_gen: u64,
     /// Started with the region in `sync` durability; `None`: fsync on the arbiter.
     syncer: Option<Syncer>,
-    /// The store is on another thread for a job (`with_store_off_thread`); actix may still
-    /// poll this actor's other futures meanwhile.
+    /// The store is on another thread for a job (`with_store_off_thread`); one of this actor's
+    /// spawned futures may still complete right after (invariant 6).
     store_away: bool,
-    /// Background results (flush, compaction) that arrived while the store was away, applied
-    /// when it is back.
+    /// Background results (flush, compaction) that completed while the store was away,
+    /// applied when it is back.
     deferred: Vec<Deferred>,
 }
 

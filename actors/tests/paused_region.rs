@@ -1,0 +1,267 @@
+//! A background flush or compaction whose completion runs while the region's store is away on a
+//! job of its own (a flush on command, a split's export, a checkpoint: the actor paused with
+//! `ctx.wait`) waits for the store and is installed after the job, neither failed nor lost
+//! (`deferred`, invariant 6 of `actors/src/region/mod.rs`). Actix 0.13 polls the first of an
+//! actor's spawned futures in the same turn as the message handler that started the pause, so
+//! the tests line that up: the job held on its thread by a gated file system, the region's
+//! arbiter paused while the job finishes, a flush queued, the arbiter resumed.
+
+mod common;
+use common::*;
+use kura_actors::storage::fs::{FileBytes, WritableFile};
+use kura_actors::storage::{FileSystem, SimFs};
+use kura_actors::*;
+use parking_lot::{Condvar, Mutex};
+use std::cell::RefCell;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Holds the first file creation of a background thread of a given name while closed, and
+/// tells the test when that thread got there and when it has ended (its result is then on its
+/// way to the region).
+#[derive(Default)]
+struct Gate {
+    closed: Mutex<bool>,
+    opened: Condvar,
+    armed: Mutex<Option<Armed>>,
+}
+
+/// What the gate waits for and whom it tells.
+struct Armed {
+    thread: &'static str,
+    arrived: oneshot::Sender<()>,
+    ended: oneshot::Sender<()>,
+}
+
+impl Gate {
+    /// Hold the next file creation on a thread named `thread`.
+    fn arm(&self, thread: &'static str) -> (oneshot::Receiver<()>, oneshot::Receiver<()>) {
+        let (arrived, arrived_rx) = oneshot::channel();
+        let (ended, ended_rx) = oneshot::channel();
+        *self.closed.lock() = true;
+        *self.armed.lock() = Some(Armed {
+            thread,
+            arrived,
+            ended,
+        });
+        (arrived_rx, ended_rx)
+    }
+
+    fn open(&self) {
+        *self.closed.lock() = false;
+        self.opened.notify_all();
+    }
+
+    /// Before every file creation: on the armed thread, report, wait while closed, and report
+    /// the thread's end.
+    fn pass(&self) {
+        let name = std::thread::current().name().map(str::to_string);
+        let armed = {
+            let mut armed = self.armed.lock();
+            match armed.as_ref() {
+                Some(a) if name.as_deref() == Some(a.thread) => armed.take(),
+                _ => None,
+            }
+        };
+        let Some(armed) = armed else {
+            return;
+        };
+        ON_EXIT.with(|e| *e.borrow_mut() = Some(OnExit(Some(armed.ended))));
+        let _ = armed.arrived.send(());
+        let mut closed = self.closed.lock();
+        while *closed {
+            self.opened.wait(&mut closed);
+        }
+    }
+}
+
+/// Sends when its thread ends: thread-locals are dropped after the thread's closure returned,
+/// so after a background job has sent its result.
+struct OnExit(Option<oneshot::Sender<()>>);
+
+impl Drop for OnExit {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+thread_local! {
+    static ON_EXIT: RefCell<Option<OnExit>> = const { RefCell::new(None) };
+}
+
+/// A `SimFs` whose file creations pass the gate first.
+struct GatedFs {
+    inner: SimFs,
+    gate: Arc<Gate>,
+}
+
+impl FileSystem for GatedFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        self.inner.len(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.gate.pass();
+        self.inner.create(path)
+    }
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.inner.open_write(path)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        self.inner.open_read(path)
+    }
+    fn map(&self, path: &Path) -> io::Result<Arc<dyn FileBytes>> {
+        self.inner.map(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        self.inner.truncate(path, len)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+async fn segments(kura: &Kura) -> u64 {
+    kura.regions("t").await.expect("regions")[0].stats.segments
+}
+
+/// Bounds a wait that only a bug makes endless.
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never happened"))
+}
+
+/// A server on one arbiter (the tests pause it) whose one region of table `t` lives on a gated
+/// `SimFs`.
+async fn start(dir: &tempfile::TempDir) -> (Kura, Arc<GatedFs>) {
+    let fs = Arc::new(GatedFs {
+        inner: SimFs::new(),
+        gate: Arc::new(Gate::default()),
+    });
+    let mut cfg = config(dir.path());
+    cfg.arbiters = 1;
+    cfg.memtable_budget = 64 << 10;
+    cfg.file_system = Some(fs.clone());
+    let kura = Kura::start(cfg).await.expect("start");
+    kura.create_table(table("t", 8, 1)).await.expect("create");
+    (kura, fs)
+}
+
+/// With a background job held at the gate (`arrived`, `ended` from [`Gate::arm`]): pause the
+/// region's thread, let the job finish (its result then waits for the thread), send a flush and
+/// resume the thread. The flush's handler sends the store away, and actix polls the job's
+/// completion in the same turn. Returns the flush's answer.
+async fn flush_as_the_job_completes(
+    kura: &Kura,
+    gate: &Gate,
+    (arrived, ended): (oneshot::Receiver<()>, oneshot::Receiver<()>),
+) -> Result<()> {
+    within("the job's start", arrived).await.expect("arrived");
+    let (entered_tx, entered) = oneshot::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    kura.arbiters()[0].spawn_fn(move || {
+        let _ = entered_tx.send(());
+        let _ = released.recv();
+    });
+    within("the arbiter's pause", entered)
+        .await
+        .expect("paused");
+    gate.open();
+    within("the job thread's end", ended).await.expect("ended");
+    let mut flush = Box::pin(kura.flush("t"));
+    // Routed and in the region's mailbox.
+    assert!(futures::poll!(flush.as_mut()).is_pending());
+    release.send(()).expect("release");
+    within("the flush's answer", flush).await
+}
+
+/// The segment files in the directory of the table's region (the first region id).
+fn segment_files(fs: &GatedFs, dir: &tempfile::TempDir) -> usize {
+    let names = fs.list(&dir.path().join("regions/1")).expect("list");
+    names.iter().filter(|n| n.ends_with(".seg")).count()
+}
+
+#[actix_rt::test]
+async fn a_compaction_that_finishes_as_a_flush_takes_the_store_is_installed_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (kura, fs) = start(&dir).await;
+    for part in 0..3 {
+        let rows: Vec<RowMutation> = (part * 100..part * 100 + 100)
+            .map(|i| put(&key(i), b"v"))
+            .collect();
+        kura.mutate_rows("t", rows).await.expect("put");
+        // Two segments to compact; the last rows stay in the memtable for the flush.
+        if part < 2 {
+            kura.flush("t").await.expect("flush");
+        }
+    }
+    assert_eq!(segments(&kura).await, 2);
+
+    let held = fs.gate.arm("kura-compaction");
+    let compaction = actix_rt::spawn({
+        let kura = kura.clone();
+        async move { kura.compact("t", true).await }
+    });
+    flush_as_the_job_completes(&kura, &fs.gate, held)
+        .await
+        .expect("flush");
+    within("the compaction's answer", compaction)
+        .await
+        .expect("join")
+        .expect("compaction");
+    // The two compacted segments became one; the flush added one.
+    assert_eq!(segments(&kura).await, 2);
+    assert_eq!(segment_files(&fs, &dir), 2);
+    let all = scan_all(&kura, "t", ScanSpec::all(), 1000).await;
+    assert_eq!(all, (0..300).map(key).collect::<Vec<_>>());
+    // The region is healthy: it compacts again.
+    kura.compact("t", true).await.expect("compact again");
+    assert_eq!(segments(&kura).await, 1);
+    kura.shutdown().await.expect("shutdown");
+}
+
+#[actix_rt::test]
+async fn a_background_flush_that_finishes_as_a_flush_on_command_takes_the_store_is_retired() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (kura, fs) = start(&dir).await;
+    // Past the memtable budget: the write's commit freezes the memtable and flushes it on a
+    // thread of its own, held at the gate.
+    let held = fs.gate.arm("kura-flush");
+    let value = vec![7u8; 1024];
+    let rows: Vec<RowMutation> = (0..100).map(|i| put(&key(i), &value)).collect();
+    kura.mutate_rows("t", rows).await.expect("put");
+    // The flush on command writes the frozen memtable itself; the background flush's segment,
+    // installed after it, is stale and removed.
+    flush_as_the_job_completes(&kura, &fs.gate, held)
+        .await
+        .expect("flush");
+    assert_eq!(segments(&kura).await, 1);
+    assert_eq!(segment_files(&fs, &dir), 1, "no segment file left behind");
+    let all = scan_all(&kura, "t", ScanSpec::all(), 1000).await;
+    assert_eq!(all, (0..100).map(key).collect::<Vec<_>>());
+    // The region is healthy: it flushes again.
+    kura.mutate("t", put(b"after", b"v")).await.expect("put");
+    kura.flush("t").await.expect("flush again");
+    assert_eq!(segments(&kura).await, 2);
+    kura.shutdown().await.expect("shutdown");
+}
