@@ -10,6 +10,11 @@
 //!    merged stream yields it first: readers take the first of identical keys.
 //! 2. `bytes` approximates the heap held (keys, values and per-entry overhead); the store
 //!    flushes once it exceeds the memtable budget.
+//! 3. After an increment or append to a column of a family that keeps one version, the tree
+//!    holds at most two puts of that column ([`Memtable::upsert`], as HBase's memstore does):
+//!    a hot counter costs two entries, not one per increment until the next flush. The puts
+//!    removed are invisible (beyond the family's one version); only version markers masking
+//!    both newer puts could have brought one back, which HBase's upsert forgoes the same way.
 
 use crate::error::Result;
 use crate::key::{cmp_entries, Entry, Kind, MemKey, ENTRY_OVERHEAD};
@@ -68,6 +73,36 @@ impl Memtable {
                 });
             }
         }
+    }
+
+    /// HBase's memstore upsert, after an increment or append wrote a put to a column of a family
+    /// that keeps one version: of the column's other puts in the tree, keep the newest and remove
+    /// the rest (invariant 3). Returns how many were removed. The replayed part is read-only and
+    /// keeps what it holds; a flush leaves out its excess versions as usual.
+    pub(crate) fn upsert(
+        &mut self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        new_ts: i64,
+    ) -> usize {
+        let first = MemKey::new(row, family, Some(qualifier), i64::MAX, Kind::DeleteFamily);
+        let last = MemKey::new(row, family, Some(qualifier), i64::MIN, Kind::Put);
+        let stale: Vec<MemKey> = self
+            .map
+            .range(first..=last)
+            .filter(|(k, _)| k.kind == Kind::Put && k.ts != new_ts)
+            .skip(1)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &stale {
+            if let Some(v) = self.map.remove(k) {
+                self.bytes = self
+                    .bytes
+                    .saturating_sub(k.heap_bytes() + v.value.len() + ENTRY_OVERHEAD);
+            }
+        }
+        stale.len()
     }
 
     pub(crate) fn bytes(&self) -> usize {

@@ -205,3 +205,64 @@ fn write_batch_returns_one_result_per_op_and_sees_earlier_ops() {
     }
     assert_eq!(s.stats().fsyncs, 1, "one fsync for the whole batch");
 }
+
+#[test]
+fn a_hot_counter_in_a_one_version_family_keeps_two_memtable_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    for _ in 0..100 {
+        s.increment(inc("r", &[("one", "n", 1)])).unwrap();
+    }
+    assert_eq!(
+        s.stats().memtable_cells,
+        2,
+        "the newest put and the one before"
+    );
+    // A family keeping three versions keeps every increment until a flush, as HBase's does.
+    for _ in 0..100 {
+        s.increment(inc("r", &[("cf", "n", 1)])).unwrap();
+    }
+    assert_eq!(s.stats().memtable_cells, 102);
+    let value = |s: &RegionStore, fam: &str| {
+        let row = s.get(b"r", &read(1)).unwrap().unwrap();
+        row.cells
+            .into_iter()
+            .find(|c| c.family == fam.as_bytes())
+            .unwrap()
+            .value
+    };
+    assert_eq!(value(&s, "one"), 100i64.to_be_bytes());
+    assert_eq!(value(&s, "cf"), 100i64.to_be_bytes());
+    drop(s);
+    let s = open(dir.path());
+    assert_eq!(
+        value(&s, "one"),
+        100i64.to_be_bytes(),
+        "after a restart too"
+    );
+}
+
+#[test]
+fn a_version_delete_after_increments_brings_back_only_the_previous_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    let mut stamps = Vec::new();
+    for _ in 0..3 {
+        stamps.push(s.increment(inc("r", &[("one", "n", 1)])).unwrap()[0].timestamp);
+    }
+    let del = |ts: i64| Mutation::DeleteVersion {
+        family: "one".into(),
+        qualifier: "n".into(),
+        timestamp: Some(ts),
+    };
+    mutate(&mut s, "r", vec![del(stamps[2])]);
+    let got = s.get(b"r", &read(1)).unwrap().unwrap().cells;
+    assert_eq!(
+        got[0].value,
+        2i64.to_be_bytes(),
+        "the put kept beside the newest"
+    );
+    // The first count was upserted away, as in HBase's memstore: nothing resurfaces.
+    mutate(&mut s, "r", vec![del(stamps[1])]);
+    assert!(s.get(b"r", &read(1)).unwrap().is_none());
+}

@@ -240,6 +240,32 @@ impl RegionStore {
         Ok(outcome)
     }
 
+    /// [`Self::commit`] for an increment or append (`results`: the new cells), then HBase's
+    /// upsert on each column of a family keeping one version: the memtable keeps the new put
+    /// and the one before it, not every increment (memtable invariant 3).
+    fn commit_delta(
+        &mut self,
+        row: Vec<u8>,
+        cells: Vec<LogCell>,
+        key: Option<Vec<u8>>,
+        results: Vec<Cell>,
+    ) -> Result<WriteOutcome> {
+        let one_version =
+            |rules: &Rules, c: &Cell| rules.get(&c.family).is_some_and(|r| r.max_versions == 1);
+        if !results.iter().any(|c| one_version(&self.rules, c)) {
+            return self.commit(row, cells, key, WriteOutcome::Cells(results));
+        }
+        let upsert_row = row.clone();
+        let outcome = self.commit(row, cells, key, WriteOutcome::Cells(results))?;
+        if let WriteOutcome::Cells(written) = &outcome {
+            for c in written.iter().filter(|c| one_version(&self.rules, c)) {
+                self.memtable
+                    .upsert(&upsert_row, &c.family, &c.qualifier, c.timestamp);
+            }
+        }
+        Ok(outcome)
+    }
+
     /// Apply one operation; with a key already remembered for its row, answer the remembered
     /// outcome instead.
     pub(super) fn apply_keyed(&mut self, write: KeyedWrite) -> Result<WriteOutcome> {
@@ -286,7 +312,7 @@ impl RegionStore {
                 };
                 let results =
                     self.read_modify_write(&inc.row, &inc.columns, &combine, &mut cells)?;
-                self.commit(inc.row, cells, key, WriteOutcome::Cells(results))
+                self.commit_delta(inc.row, cells, key, results)
             }
             WriteOp::Append(app) => {
                 let max = app.max_value.unwrap_or(usize::MAX);
@@ -308,7 +334,7 @@ impl RegionStore {
                 };
                 let results =
                     self.read_modify_write(&app.row, &app.columns, &combine, &mut cells)?;
-                self.commit(app.row, cells, key, WriteOutcome::Cells(results))
+                self.commit_delta(app.row, cells, key, results)
             }
             WriteOp::CheckAndMutate(cam) => {
                 check_row(&cam.row)?;
