@@ -34,13 +34,11 @@ use std::sync::Mutex;
 use rand::Rng;
 use serde_json::{json, Value};
 
-use super::{expect_status, judge, Op, Params, Verification, Worker};
+use super::{expect_status, judge, server_tags, Op, Params, RunFailures, Verification, Worker};
 use crate::client::{Conn, Resp};
 use crate::error::{LoadError, Result};
 use crate::stats::{Outcome, Recorder};
 
-/// Failures kept from the run phase (more are counted, not stored).
-const MAX_STORED_FAILURES: usize = 20;
 /// Blog: articles are posted in categories `1..=CATEGORIES`.
 const CATEGORIES: u64 = 4;
 
@@ -49,14 +47,6 @@ fn parse(what: &str, r: &Resp) -> Result<Value> {
         what: what.to_string(),
         detail: e.to_string(),
     })
-}
-
-fn note_failure(store: &Mutex<Vec<String>>, count: &AtomicU64, msg: String) {
-    count.fetch_add(1, Ordering::Relaxed);
-    let mut s = store.lock().unwrap_or_else(|p| p.into_inner());
-    if s.len() < MAX_STORED_FAILURES {
-        s.push(msg);
-    }
 }
 
 /// Which application a [`ListApp`] drives.
@@ -111,8 +101,7 @@ pub struct ListApp {
     /// Blog: the acknowledged articles of each (user, category).
     by_category: Mutex<HashMap<(u64, u64), Vec<Item>>>,
     unknown: AtomicU64,
-    failures: Mutex<Vec<String>>,
-    failure_count: AtomicU64,
+    failures: RunFailures,
 }
 
 /// The blog workload.
@@ -130,8 +119,7 @@ impl ListApp {
             created: Mutex::new(HashMap::new()),
             by_category: Mutex::new(HashMap::new()),
             unknown: AtomicU64::new(0),
-            failures: Mutex::new(Vec::new()),
-            failure_count: AtomicU64::new(0),
+            failures: RunFailures::default(),
         }
     }
 
@@ -310,11 +298,8 @@ impl ListApp {
                             }
                         }
                         None => {
-                            note_failure(
-                                &self.failures,
-                                &self.failure_count,
-                                format!("user {user}: created item without id/time"),
-                            );
+                            self.failures
+                                .note(format!("user {user}: created item without id/time"));
                             return Op {
                                 kind: "post",
                                 outcome: Outcome::Invalid,
@@ -376,7 +361,7 @@ impl ListApp {
                         Outcome::Invalid
                     };
                     for e in errs {
-                        note_failure(&self.failures, &self.failure_count, e);
+                        self.failures.note(e);
                     }
                     Op {
                         kind,
@@ -386,7 +371,7 @@ impl ListApp {
                 }
                 Err((outcome, msg)) => {
                     if outcome == Outcome::Invalid {
-                        note_failure(&self.failures, &self.failure_count, msg);
+                        self.failures.note(msg);
                     }
                     Op {
                         kind,
@@ -415,22 +400,9 @@ impl ListApp {
             let mut extras_total = 0u64;
             let mut items_total = 0usize;
             for (user, items) in &created {
-                let walk = match self.walk(conn, *user, 7, 1_000_000, None, None).await {
-                    Ok(w) => w,
-                    Err((_, msg)) => {
-                        v.failures
-                            .push(format!("{tag}final walk of user {user}: {msg}"));
-                        continue;
-                    }
-                };
-                v.failures.extend(
-                    self.check_walk(*user, &walk, items)
-                        .into_iter()
-                        .map(|f| format!("{tag}{f}")),
-                );
-                let mine: HashSet<u64> = items.iter().map(|x| x.0).collect();
-                extras_total += walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
-                items_total += walk.items.len();
+                let (extras, listed) = self.final_walk(conn, tag, *user, None, items, &mut v).await;
+                extras_total += extras;
+                items_total += listed;
             }
             if extras_total > unknown {
                 v.failures.push(format!(
@@ -446,24 +418,47 @@ impl ListApp {
                 created.len()
             ));
         }
-        let run_failures = self.failure_count.load(Ordering::Relaxed);
-        if run_failures > 0 {
-            v.failures.push(format!(
-                "{run_failures} page walks during the run failed their checks:"
-            ));
-            v.failures.extend(
-                self.failures
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .cloned(),
-            );
-        }
+        self.failures
+            .report("page walks during the run failed their checks", &mut v);
         Ok(v)
     }
 }
 
 impl ListApp {
+    /// Walk `user`'s list (of `category`, for the blog's category lists) in full and compare it
+    /// with the `acked` items; what is wrong goes to `v`. Returns how many listed items were
+    /// never acknowledged, and how many were listed.
+    async fn final_walk(
+        &self,
+        conn: &mut Conn,
+        tag: &str,
+        user: u64,
+        category: Option<u64>,
+        acked: &[Item],
+        v: &mut Verification,
+    ) -> (u64, usize) {
+        let (of, prefix) = match category {
+            Some(cat) => (format!(", category {cat}"), format!("category {cat}: ")),
+            None => (String::new(), String::new()),
+        };
+        let walk = match self.walk(conn, user, 7, 1_000_000, None, category).await {
+            Ok(w) => w,
+            Err((_, msg)) => {
+                v.failures
+                    .push(format!("{tag}final walk of user {user}{of}: {msg}"));
+                return (0, 0);
+            }
+        };
+        v.failures.extend(
+            self.check_walk(user, &walk, acked)
+                .into_iter()
+                .map(|f| format!("{tag}{prefix}{f}")),
+        );
+        let mine: HashSet<u64> = acked.iter().map(|x| x.0).collect();
+        let extras = walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
+        (extras, walk.items.len())
+    }
+
     /// Blog: walk each (user, category) list that got an acknowledged article in full and
     /// compare it with the articles acknowledged in that category.
     async fn verify_categories(
@@ -480,23 +475,11 @@ impl ListApp {
             .clone();
         let (mut extras, mut listed) = (0u64, 0usize);
         for ((user, cat), items) in &by_cat {
-            let walk = match self.walk(conn, *user, 7, 1_000_000, None, Some(*cat)).await {
-                Ok(w) => w,
-                Err((_, msg)) => {
-                    v.failures.push(format!(
-                        "{tag}final walk of user {user}, category {cat}: {msg}"
-                    ));
-                    continue;
-                }
-            };
-            v.failures.extend(
-                self.check_walk(*user, &walk, items)
-                    .into_iter()
-                    .map(|f| format!("{tag}category {cat}: {f}")),
-            );
-            let mine: HashSet<u64> = items.iter().map(|x| x.0).collect();
-            extras += walk.items.iter().filter(|x| !mine.contains(&x.0)).count() as u64;
-            listed += walk.items.len();
+            let (e, l) = self
+                .final_walk(conn, tag, *user, Some(*cat), items, v)
+                .await;
+            extras += e;
+            listed += l;
         }
         if extras > unknown {
             v.failures.push(format!(
@@ -511,13 +494,6 @@ impl ListApp {
 }
 
 /// `[host:port] ` per connection when there are several servers, else nothing.
-fn server_tags(conns: &[Conn]) -> Vec<String> {
-    if conns.len() < 2 {
-        return vec![String::new(); conns.len()];
-    }
-    conns.iter().map(|c| format!("[{}] ", c.addr())).collect()
-}
-
 /// The access-counter workload.
 pub struct Counter {
     /// One run-unique domain per site; URL `k` is `/p{k}` on `domains[k % sites]`.

@@ -27,16 +27,17 @@
 //!    and a stored failure, which fails the run.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rand::Rng;
 
-use super::{judge, recreate_table, Op, Params, Verification, Worker, WorkloadName};
+use super::{
+    judge, recreate_table, server_tags, Op, Params, RunFailures, Verification, Worker, WorkloadName,
+};
 use crate::cellset::{self, CellRef, RowCells};
 use crate::client::Conn;
-use crate::error::{LoadError, Result};
+use crate::error::Result;
 use crate::stats::{Outcome, Recorder};
 
 /// The table these workloads write (re-created by every run).
@@ -48,8 +49,6 @@ const A: &[u8] = b"f:a";
 const B: &[u8] = b"f:b";
 /// Compare-and-set attempts one check-and-mutate loop makes before it gives up.
 pub const MAX_RETRIES: u64 = 64;
-/// Failures kept from the run phase (more are counted, not stored).
-const MAX_STORED_FAILURES: usize = 20;
 
 /// Which read-modify-write operation a [`Cas`] workload drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +82,7 @@ pub struct Cas {
     leases: Mutex<HashMap<u64, Lease>>,
     gens_acked: Vec<AtomicU64>,
     gens_unknown: Vec<AtomicU64>,
-    failures: Mutex<Vec<String>>,
-    failure_count: AtomicU64,
+    failures: RunFailures,
 }
 
 fn append_key(i: u64) -> String {
@@ -122,8 +120,7 @@ impl Cas {
             leases: Mutex::new(HashMap::new()),
             gens_acked: (0..gens).map(|_| AtomicU64::new(0)).collect(),
             gens_unknown: (0..gens).map(|_| AtomicU64::new(0)).collect(),
-            failures: Mutex::new(Vec::new()),
-            failure_count: AtomicU64::new(0),
+            failures: RunFailures::default(),
         }
     }
 
@@ -133,11 +130,7 @@ impl Cas {
     }
 
     fn fail(&self, msg: String) {
-        self.failure_count.fetch_add(1, Ordering::Relaxed);
-        let mut s = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if s.len() < MAX_STORED_FAILURES {
-            s.push(msg);
-        }
+        self.failures.note(msg);
     }
 
     /// One operation.
@@ -440,32 +433,11 @@ impl Cas {
         }
     }
 
-    /// Read `keys` back (multigets of 100 rows) from one server.
+    /// Read `keys` back from one server, by row key.
     async fn read_rows(conn: &mut Conn, keys: &[String]) -> Result<HashMap<Vec<u8>, RowCells>> {
-        let mut out = HashMap::new();
-        for chunk in keys.chunks(100) {
-            let mut path = format!("/{TABLE}/multiget");
-            for (n, k) in chunk.iter().enumerate() {
-                let _ = write!(path, "{}row={k}", if n == 0 { '?' } else { '&' });
-            }
-            let r = conn.get(&path).await?;
-            match r.status {
-                200 => {
-                    for row in cellset::rows_with_cells(&r.body)? {
-                        out.insert(row.key.clone(), row);
-                    }
-                }
-                404 => {}
-                s => {
-                    return Err(LoadError::Setup {
-                        step: format!("read back {TABLE}"),
-                        status: s,
-                        body: r.body_snippet(),
-                    })
-                }
-            }
-        }
-        Ok(out)
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let rows = super::read_rows(conn, TABLE, &keys).await?;
+        Ok(rows.into_iter().map(|r| (r.key.clone(), r)).collect())
     }
 
     /// Read every touched row back from every server and compare it with what was acknowledged.
@@ -474,32 +446,18 @@ impl Cas {
             checked: true,
             ..Verification::default()
         };
-        let several = conns.len() > 1;
-        for conn in conns.iter_mut() {
-            let tag = if several {
-                format!("[{}] ", conn.addr())
-            } else {
-                String::new()
-            };
+        let tags = server_tags(conns);
+        for (conn, tag) in conns.iter_mut().zip(&tags) {
             match self.kind {
-                CasKind::Append => self.verify_appends(conn, &tag, &mut v).await?,
-                CasKind::CheckAndDelete => self.verify_leases(conn, &tag, &mut v).await?,
-                CasKind::CheckAndMutate => self.verify_gens(conn, &tag, &mut v).await?,
+                CasKind::Append => self.verify_appends(conn, tag, &mut v).await?,
+                CasKind::CheckAndDelete => self.verify_leases(conn, tag, &mut v).await?,
+                CasKind::CheckAndMutate => self.verify_gens(conn, tag, &mut v).await?,
             }
         }
-        let n = self.failure_count.load(Ordering::Relaxed);
-        if n > 0 {
-            v.failures.push(format!(
-                "{n} answers during the run contradicted what was acknowledged:"
-            ));
-            v.failures.extend(
-                self.failures
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .cloned(),
-            );
-        }
+        self.failures.report(
+            "answers during the run contradicted what was acknowledged",
+            &mut v,
+        );
         Ok(v)
     }
 

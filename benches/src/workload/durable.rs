@@ -15,10 +15,9 @@
 //!    and a present one must carry its value.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use super::{judge, recreate_table, Op, Params, Verification, Worker};
+use super::{judge, recreate_table, server_tags, Op, Params, Verification, Worker};
 use crate::cellset::{self, CellRef};
 use crate::client::Conn;
 use crate::error::{LoadError, Result};
@@ -104,35 +103,20 @@ impl Durable {
         }
     }
 
+    /// Read `keys` back from one server: the value of `f:v` of each row it has, by row key.
     async fn read_back(
         conn: &mut Conn,
         keys: &[&String],
     ) -> Result<HashMap<Vec<u8>, Option<Vec<u8>>>> {
-        let mut out = HashMap::new();
-        for chunk in keys.chunks(100) {
-            let mut path = format!("/{TABLE}/multiget");
-            for (n, k) in chunk.iter().enumerate() {
-                let _ = write!(path, "{}row={k}", if n == 0 { '?' } else { '&' });
-            }
-            let r = conn.get(&path).await?;
-            match r.status {
-                200 => {
-                    for row in cellset::rows_with_cells(&r.body)? {
-                        let v = row.value(COL).map(<[u8]>::to_vec);
-                        out.insert(row.key, v);
-                    }
-                }
-                404 => {}
-                s => {
-                    return Err(LoadError::Setup {
-                        step: format!("read back {TABLE}"),
-                        status: s,
-                        body: r.body_snippet(),
-                    })
-                }
-            }
-        }
-        Ok(out)
+        let keys: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        let rows = super::read_rows(conn, TABLE, &keys).await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let v = row.value(COL).map(<[u8]>::to_vec);
+                (row.key, v)
+            })
+            .collect())
     }
 
     /// Read every acknowledged and unknown write back from each server.
@@ -147,39 +131,23 @@ impl Durable {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let several = conns.len() > 1;
-        for conn in conns.iter_mut() {
-            let tag = if several {
-                format!("[{}] ", conn.addr())
-            } else {
-                String::new()
-            };
+        let tags = server_tags(conns);
+        for (conn, tag) in conns.iter_mut().zip(&tags) {
             let keys: Vec<&String> = acked.keys().chain(unknown.keys()).collect();
             let got = Self::read_back(conn, &keys).await?;
             let c = check_ledger(&acked, &unknown, &got);
-            if !c.lost.is_empty() {
-                v.failures.push(format!(
-                    "{tag}{} acknowledged writes lost, e.g. {}",
-                    c.lost.len(),
-                    c.lost
-                        .iter()
-                        .take(5)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            if !c.changed.is_empty() {
-                v.failures.push(format!(
-                    "{tag}{} writes read back with another value, e.g. {}",
-                    c.changed.len(),
-                    c.changed
-                        .iter()
-                        .take(5)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
+            for (keys, what) in [
+                (&c.lost, "acknowledged writes lost"),
+                (&c.changed, "writes read back with another value"),
+            ] {
+                if !keys.is_empty() {
+                    let some = keys.iter().take(5).cloned().collect::<Vec<_>>();
+                    v.failures.push(format!(
+                        "{tag}{} {what}, e.g. {}",
+                        keys.len(),
+                        some.join(", ")
+                    ));
+                }
             }
             v.notes.push(format!(
                 "{tag}{} acknowledged writes: {} read back intact, {} lost; {} writes with an \

@@ -257,6 +257,77 @@ impl Verification {
     }
 }
 
+/// What operations found wrong during the run phase, for the end-of-run check: every one
+/// counted, the first [`RunFailures::KEPT`] kept in words.
+#[derive(Debug, Default)]
+pub(crate) struct RunFailures {
+    kept: std::sync::Mutex<Vec<String>>,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl RunFailures {
+    /// Failures kept in words (more are counted, not stored).
+    const KEPT: usize = 20;
+
+    pub(crate) fn note(&self, msg: String) {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() < Self::KEPT {
+            kept.push(msg);
+        }
+    }
+
+    /// Add them to `v`'s failures, after a line `"{count} {what}:"`; nothing if there were none.
+    pub(crate) fn report(&self, what: &str, v: &mut Verification) {
+        let n = self.count.load(std::sync::atomic::Ordering::Relaxed);
+        if n == 0 {
+            return;
+        }
+        v.failures.push(format!("{n} {what}:"));
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        v.failures.extend(kept.iter().cloned());
+    }
+}
+
+/// The prefix that names each server in a check's words (`"[addr] "`), empty for one server.
+pub(crate) fn server_tags(conns: &[Conn]) -> Vec<String> {
+    if conns.len() < 2 {
+        return vec![String::new(); conns.len()];
+    }
+    conns.iter().map(|c| format!("[{}] ", c.addr())).collect()
+}
+
+/// Read rows `keys` of `table` back from one server, 100 to a multiget; rows it does not have
+/// are left out.
+pub(crate) async fn read_rows(
+    conn: &mut Conn,
+    table: &str,
+    keys: &[&str],
+) -> Result<Vec<crate::cellset::RowCells>> {
+    use std::fmt::Write as _;
+    let mut out = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(100) {
+        let mut path = format!("/{table}/multiget");
+        for (n, k) in chunk.iter().enumerate() {
+            let _ = write!(path, "{}row={k}", if n == 0 { '?' } else { '&' });
+        }
+        let r = conn.get(&path).await?;
+        match r.status {
+            200 => out.extend(crate::cellset::rows_with_cells(&r.body)?),
+            404 => {}
+            s => {
+                return Err(LoadError::Setup {
+                    step: format!("read back {table}"),
+                    status: s,
+                    body: r.body_snippet(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A prepared workload.
 pub enum Workload {
     /// `GET /healthz`.
