@@ -9,6 +9,7 @@
 //! earlier is used, so build the server after changing it). `KURA_BIN` names another one.
 
 use std::io::{BufRead, BufReader};
+use std::ops::AsyncFnOnce;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -318,40 +319,59 @@ async fn ran(name: WorkloadName, ops: u64) -> (SpawnedServer, Arc<Workload>, Con
     (server, workload, conn)
 }
 
-fn one_cell(key: &str, column: &[u8], value: &[u8]) -> String {
-    kura_bench::cellset::one_row(
-        key.as_bytes(),
-        &[kura_bench::cellset::CellRef { column, value }],
-    )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_or_altered_acknowledged_write_is_flagged() {
-    let (_server, workload, mut conn) = ran(WorkloadName::DurableWrite, 40).await;
+/// The failures the workload's check reports once `alter` has changed its table behind its
+/// back, after a run of `ops` operations whose check passed.
+async fn flagged_after(
+    name: WorkloadName,
+    ops: u64,
+    alter: impl AsyncFnOnce(&mut Conn),
+) -> Vec<String> {
+    let (_server, workload, mut conn) = ran(name, ops).await;
     let before = workload
         .verify(std::slice::from_mut(&mut conn))
         .await
         .expect("verify");
     assert!(before.passed(), "{:?}", before.failures);
-    // Each worker's first write (keys `{worker:04}-{seq:010}`): one altered, one deleted.
-    let r = conn
-        .put_json(
-            "/kura_load_durable/0000-0000000001",
-            one_cell("0000-0000000001", b"f:v", b"not what was written"),
-        )
-        .await
-        .expect("put");
-    assert_eq!(r.status, 200);
-    let r = conn
-        .delete("/kura_load_durable/0001-0000000001")
-        .await
-        .expect("delete");
-    assert_eq!(r.status, 200);
+    alter(&mut conn).await;
     let after = workload
         .verify(std::slice::from_mut(&mut conn))
         .await
         .expect("verify");
-    let text = after.failures.join("\n");
+    after.failures
+}
+
+/// Write one cell of row `key` of `table`, as another client would.
+async fn put_cell(conn: &mut Conn, table: &str, key: &str, column: &[u8], value: &[u8]) {
+    let cell = kura_bench::cellset::CellRef { column, value };
+    let body = kura_bench::cellset::one_row(key.as_bytes(), &[cell]);
+    let r = conn
+        .put_json(&format!("/{table}/{key}"), body)
+        .await
+        .expect("put");
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_or_altered_acknowledged_write_is_flagged() {
+    let failures = flagged_after(WorkloadName::DurableWrite, 40, async |conn: &mut Conn| {
+        // Each worker's first write (keys `{worker:04}-{seq:010}`): one altered, one deleted.
+        let altered = b"not what was written";
+        put_cell(
+            conn,
+            "kura_load_durable",
+            "0000-0000000001",
+            b"f:v",
+            altered,
+        )
+        .await;
+        let r = conn
+            .delete("/kura_load_durable/0001-0000000001")
+            .await
+            .expect("delete");
+        assert_eq!(r.status, 200);
+    })
+    .await;
+    let text = failures.join("\n");
     assert!(text.contains("1 acknowledged writes lost"), "{text}");
     assert!(
         text.contains("1 writes read back with another value"),
@@ -362,55 +382,25 @@ async fn a_lost_or_altered_acknowledged_write_is_flagged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_torn_check_and_mutate_row_is_flagged() {
     // One row (`--cas-rows 1`): every loop of both connections contends for m000000.
-    let (_server, workload, mut conn) = ran(WorkloadName::CheckAndMutate, 30).await;
-    let before = workload
-        .verify(std::slice::from_mut(&mut conn))
-        .await
-        .expect("verify");
-    assert!(before.passed(), "{:?}", before.failures);
-    let r = conn
-        .put_json(
-            "/kura_load_cas/m000000",
-            one_cell("m000000", b"f:a", b"1:someone-else"),
-        )
-        .await
-        .expect("put");
-    assert_eq!(r.status, 200);
-    let after = workload
-        .verify(std::slice::from_mut(&mut conn))
-        .await
-        .expect("verify");
+    let failures = flagged_after(WorkloadName::CheckAndMutate, 30, async |conn: &mut Conn| {
+        put_cell(conn, "kura_load_cas", "m000000", b"f:a", b"1:someone-else").await;
+    })
+    .await;
     assert!(
-        after.failures.iter().any(|f| f.contains("applied in part")),
-        "{:?}",
-        after.failures
+        failures.iter().any(|f| f.contains("applied in part")),
+        "{failures:?}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_taken_behind_the_holders_back_is_flagged() {
-    let (_server, workload, mut conn) = ran(WorkloadName::CheckAndDelete, 60).await;
-    let before = workload
-        .verify(std::slice::from_mut(&mut conn))
-        .await
-        .expect("verify");
-    assert!(before.passed(), "{:?}", before.failures);
     // Whatever the lease's state, an owner no worker ever wrote is wrong.
-    let r = conn
-        .put_json(
-            "/kura_load_cas/l000000",
-            one_cell("l000000", b"f:owner", b"intruder"),
-        )
-        .await
-        .expect("put");
-    assert_eq!(r.status, 200);
-    let after = workload
-        .verify(std::slice::from_mut(&mut conn))
-        .await
-        .expect("verify");
+    let failures = flagged_after(WorkloadName::CheckAndDelete, 60, async |conn: &mut Conn| {
+        put_cell(conn, "kura_load_cas", "l000000", b"f:owner", b"intruder").await;
+    })
+    .await;
     assert!(
-        after.failures.iter().any(|f| f.contains("l000000")),
-        "{:?}",
-        after.failures
+        failures.iter().any(|f| f.contains("l000000")),
+        "{failures:?}"
     );
 }
