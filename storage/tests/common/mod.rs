@@ -137,9 +137,4 @@ impl Flusher {
         self.after_write(store)?;
         self.wait(store)
     }
-
-    /// Whether a flush is running.
-    pub fn busy(&self) -> bool {
-        self.running.is_some()
-    }
 }
