@@ -105,7 +105,8 @@ impl Syncer {
     }
 }
 
-/// Free `value` on a low-priority thread (a flushed memtable takes a while to free).
+/// Free `value` on a low-priority thread (a flushed memtable takes a while to free, the
+/// segments a compaction replaced to unmap and delete).
 pub(crate) fn drop_later<T: Send + 'static>(value: T) {
     let _ = std::thread::Builder::new()
         .name("kura-free".into())

@@ -229,9 +229,15 @@ async fn a_compaction_that_finishes_as_a_flush_takes_the_store_is_installed_afte
         .await
         .expect("join")
         .expect("compaction");
-    // The two compacted segments became one; the flush added one.
+    // The two compacted segments became one; the flush added one. The replaced files are
+    // deleted off the region's thread.
     assert_eq!(segments(&kura).await, 2);
-    assert_eq!(segment_files(&fs, &dir), 2);
+    wait_until(
+        "the replaced segment files deleted",
+        Duration::from_secs(10),
+        async || segment_files(&fs, &dir) == 2,
+    )
+    .await;
     let all = scan_all(&kura, "t", ScanSpec::all(), 1000).await;
     assert_eq!(all, (0..300).map(key).collect::<Vec<_>>());
     // The region is healthy: it compacts again.

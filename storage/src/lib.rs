@@ -64,8 +64,8 @@ pub use kura_backend::RegionStats;
 pub use model::*;
 pub use region_store::{
     CheckpointReport, CompactionOutput, CompactionTask, Durability, FlushOutput, FlushTask,
-    LogSync, RecoveryMode, RecoveryReport, RegionStore, RetiredMemtable, RowPredicate,
-    StoreOptions, DEFAULT_LOG_PREALLOC,
+    LogSync, RecoveryMode, RecoveryReport, RegionStore, RetiredMemtable, RetiredSegments,
+    RowPredicate, StoreOptions, DEFAULT_LOG_PREALLOC,
 };
 
 /// The store moves into its region actor's thread and compactions run on another one.
@@ -77,5 +77,6 @@ const _: () = {
     assert_send::<FlushTask>();
     assert_send::<FlushOutput>();
     assert_send::<RetiredMemtable>();
+    assert_send::<RetiredSegments>();
     assert_send::<LogSync>();
 };

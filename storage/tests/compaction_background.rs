@@ -35,7 +35,7 @@ fn task_runs_on_another_thread_while_writes_continue() {
     s.flush().unwrap();
     let out = worker.join().unwrap().unwrap();
     assert_eq!(out.entries_in, 6);
-    s.install_compaction(out).unwrap();
+    drop(s.install_compaction(out).unwrap());
     assert_eq!(
         s.stats().segments,
         2,
@@ -55,7 +55,7 @@ fn an_outstanding_task_holds_its_inputs_until_installed_or_dropped() {
     assert!(s.compaction_task(false).is_none(), "its inputs are held");
     assert!(s.stats().compacting, "a compaction waits to be installed");
     s.compact(false).unwrap(); // nothing to do, must not disturb the held inputs
-    s.install_compaction(held).unwrap();
+    drop(s.install_compaction(held).unwrap());
     assert!(!s.stats().compacting);
     assert_eq!(s.stats().segments, 1);
     assert_eq!(cells(&s, "r0", &read(3)).len(), 2);
@@ -100,7 +100,7 @@ fn a_narrowing_of_reads_only_keeps_the_hidden_rows_through_compaction_until_undo
     let background = s.compaction_task(true);
     if let Some(task) = background {
         let out = task.run().unwrap();
-        s.install_compaction(out).unwrap();
+        drop(s.install_compaction(out).unwrap());
     }
     // The split that hid them was abandoned: the rows are all still there.
     s.set_owns_row(None);

@@ -191,7 +191,7 @@ fn compaction_rewrites_reference_segments_first_and_keeps_only_owned_rows() {
         let task = s.compaction_task(false).expect("a reference compaction");
         let out = task.run().unwrap();
         assert!(out.entries_out < out.entries_in, "shared rows dropped");
-        s.install_compaction(out).unwrap();
+        drop(s.install_compaction(out).unwrap());
         assert_eq!(s.reference_segments(), 0);
         assert!(!s.wants_reference_compaction());
         assert_eq!(all_rows(s), expected(0, 2100, pred));
@@ -234,14 +234,14 @@ fn references_are_not_rewritten_while_a_narrowing_may_be_undone() {
     assert!(!s.wants_reference_compaction(), "the split may still abort");
     // A compaction made meanwhile keeps every row, so its output is a reference segment still.
     let out = s.compaction_task(true).unwrap().run().unwrap();
-    s.install_compaction(out).unwrap();
+    drop(s.install_compaction(out).unwrap());
     assert_eq!(s.reference_segments(), 1);
     // The split aborts: every row is served again.
     s.set_owns_row(None);
     assert_eq!(all_rows(&s), expected(0, 300, |_| true));
     assert!(s.wants_reference_compaction());
     let out = s.compaction_task(false).unwrap().run().unwrap();
-    s.install_compaction(out).unwrap();
+    drop(s.install_compaction(out).unwrap());
     assert_eq!(s.reference_segments(), 0);
     assert_eq!(all_rows(&s), expected(0, 300, |_| true));
 }
@@ -311,7 +311,7 @@ fn commit(fs: &SimFs) -> std::io::Result<()> {
 fn compact_references(s: &mut RegionStore) -> Result<()> {
     while s.wants_reference_compaction() {
         let out = s.compaction_task(false).expect("a task").run()?;
-        s.install_compaction(out)?;
+        drop(s.install_compaction(out)?);
     }
     Ok(())
 }

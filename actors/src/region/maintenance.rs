@@ -192,7 +192,12 @@ impl RegionActor {
         let out = match res {
             Ok(Ok(output)) => match self.store() {
                 Ok(store) => match store.install_compaction(output) {
-                    Ok(()) => Ok(()),
+                    // Unmapping and deleting the old files takes a while: not on the
+                    // actor's thread.
+                    Ok(retired) => {
+                        crate::background::drop_later(retired);
+                        Ok(())
+                    }
                     Err(e) => Err(self.store_err(e)),
                 },
                 Err(e) => Err(e),

@@ -157,7 +157,7 @@ impl RegionStore {
                 // The caller waits for this one.
                 task.pace = None;
                 let out = task.run()?;
-                self.install_compaction(out)
+                self.install_compaction(out).map(drop)
             }
             None => Ok(()),
         }
@@ -277,7 +277,10 @@ impl RegionStore {
     pub(super) fn compact_tiered(&mut self) {
         while let Some(inputs) = self.tiered_inputs() {
             let task = self.task_for(inputs, false);
-            if let Err(e) = task.run().and_then(|out| self.install_compaction(out)) {
+            if let Err(e) = task
+                .run()
+                .and_then(|out| self.install_compaction(out).map(drop))
+            {
                 tracing::warn!(dir = %self.dir.display(), error = %e, "tiered compaction failed");
                 return;
             }
@@ -289,7 +292,10 @@ impl RegionStore {
     /// is a reference segment if an input was one and the task did not filter with the
     /// store's current, final ownership. Fails, leaving the store unchanged, if an input is no
     /// longer live.
-    pub fn install_compaction(&mut self, out: CompactionOutput) -> Result<()> {
+    ///
+    /// The replaced segments come back as [`RetiredSegments`], for the owner to drop where a
+    /// long unmap and file deletion stall nothing.
+    pub fn install_compaction(&mut self, out: CompactionOutput) -> Result<RetiredSegments> {
         self.check_usable()?;
         let live: BTreeSet<u64> = self.segments.iter().map(|s| s.id).collect();
         if !out.inputs.iter().all(|id| live.contains(id)) {
@@ -321,11 +327,47 @@ impl RegionStore {
             return Err(e);
         }
         let old = std::mem::replace(&mut self.segments, segments);
-        for s in old.iter().filter(|s| inputs.contains(&s.id)) {
-            let _ = self.fs.remove(s.path());
-        }
-        let _ = self.fs.sync_dir(&self.dir);
         self.stats.compactions += 1;
-        Ok(())
+        Ok(RetiredSegments {
+            segments: old.into_iter().filter(|s| inputs.contains(&s.id)).collect(),
+            fs: self.fs.clone(),
+            dir: self.dir.clone(),
+        })
+    }
+}
+
+/// The segments a compaction replaced, handed back by [`RegionStore::install_compaction`] so
+/// that its owner drops them off the latency-critical thread: unmapping a segment whose pages
+/// reads touched takes time in proportion to them (hundreds of milliseconds for a gigabyte),
+/// and deleting a large file takes tens of milliseconds on a file system that discards freed
+/// blocks. On drop the files are deleted (for a reference segment: this store's link only),
+/// the directory is synced and, once no reader holds them, the maps are released. The manifest
+/// no longer names the files, so a crash first only leaves them for the next open to delete.
+#[must_use = "drop it where a long unmap does not stall anything"]
+pub struct RetiredSegments {
+    segments: Vec<Arc<Segment>>,
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for RetiredSegments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<u64> = self.segments.iter().map(|s| s.id).collect();
+        f.debug_struct("RetiredSegments")
+            .field("segments", &ids)
+            .finish()
+    }
+}
+
+impl Drop for RetiredSegments {
+    fn drop(&mut self) {
+        for s in &self.segments {
+            if let Err(e) = self.fs.remove(s.path()) {
+                tracing::warn!(file = %s.path().display(), error = %e, "could not delete old segment");
+            }
+        }
+        if let Err(e) = self.fs.sync_dir(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "could not sync after deleting segments");
+        }
     }
 }

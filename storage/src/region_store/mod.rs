@@ -82,7 +82,7 @@ mod split;
 mod write;
 
 pub use checkpoint::CheckpointReport;
-pub use compaction::{CompactionOutput, CompactionTask};
+pub use compaction::{CompactionOutput, CompactionTask, RetiredSegments};
 pub use flush::{FlushOutput, FlushTask, RetiredMemtable};
 pub use write::LogSync;
 // Free functions the steps share (each lives with the step it belongs to).
