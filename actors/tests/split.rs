@@ -105,6 +105,44 @@ async fn a_split_under_concurrent_writes_loses_nothing() {
     kura.shutdown().await.expect("shutdown");
 }
 
+/// A memtable above the split's inline-flush size is flushed in the background first, while
+/// writes go on; the split then takes the store with what came in meanwhile, and every
+/// acknowledged write is found on the side that owns it.
+#[actix_rt::test]
+async fn a_split_of_a_region_with_a_large_memtable_flushes_first_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.memtable_budget = 64 << 20;
+    let kura = Kura::start(c).await.expect("start");
+    kura.create_table(table("m", 16, 1)).await.expect("create");
+    let value = vec![5u8; 16 << 10];
+    for i in 0..400 {
+        kura.mutate("m", put(&key(i), &value)).await.expect("put");
+    }
+    let regions = kura.regions("m").await.expect("regions");
+    assert!(
+        regions[0].stats.memtable_bytes > 4 << 20,
+        "the memtable is past the split's inline-flush size"
+    );
+    let writer = actix_rt::spawn({
+        let kura = kura.clone();
+        async move {
+            for i in 400..600 {
+                kura.mutate("m", put(&key(i), b"during"))
+                    .await
+                    .expect("write during split");
+            }
+        }
+    });
+    let first = RegionId::new(regions[0].id);
+    kura.split_region("m", first, None).await.expect("split");
+    writer.await.expect("writer");
+    assert_eq!(kura.regions("m").await.expect("regions").len(), 2);
+    let all = scan_all(&kura, "m", ScanSpec::all(), 64).await;
+    assert_eq!(all, (0..600).map(key).collect::<Vec<_>>());
+    kura.shutdown().await.expect("shutdown");
+}
+
 #[actix_rt::test]
 async fn a_scan_spanning_a_split_sees_every_row_once() {
     let dir = tempfile::tempdir().expect("tempdir");

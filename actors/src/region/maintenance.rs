@@ -120,6 +120,11 @@ impl RegionActor {
             }
             Err(e) => self.fail(e.to_string()),
         }
+        if let Some((split, rounds)) = self.split_after_flush.take() {
+            // A split waited for this flush (split.rs): it goes on, flushing again first if
+            // writes refilled the memtable meanwhile.
+            self.prepare_split(split, rounds, ctx);
+        }
         self.maybe_request_split();
         self.maybe_compact(ctx);
         self.maybe_flush(ctx, true);

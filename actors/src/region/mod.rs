@@ -207,6 +207,9 @@ pub struct RegionActor {
     /// Background results (flush, compaction) that completed while the store was away,
     /// applied when it is back.
     deferred: Vec<Deferred>,
+    /// A split waiting for the background flush it started to be installed, with the number
+    /// of flushes started for it so far (`split::FLUSH_ROUNDS` at most).
+    split_after_flush: Option<(PrepareSplit, u8)>,
 }
 
 /// A background result waiting for the store to come back.
@@ -242,6 +245,7 @@ impl RegionActor {
                 syncer: None,
                 store_away: false,
                 deferred: Vec::new(),
+                split_after_flush: None,
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)

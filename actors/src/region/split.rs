@@ -4,8 +4,11 @@
 //!
 //! The new store starts on this region's segment files ([`kura_storage::RegionStore::link_rows`]: hard
 //! links, flagged as reference segments on both sides), so the region pauses for one flush of
-//! its memtable and a few manifest writes, whatever its size. Both regions then rewrite their
-//! reference segments in the background (a minor compaction picks them first), paced like any
+//! its memtable and a few manifest writes, whatever its size. That flush is kept small: a
+//! memtable holding more than [`SPLIT_FLUSH_BYTES`] is first frozen and flushed in the
+//! background while the region serves on (up to [`FLUSH_ROUNDS`] times, as writes refill it),
+//! and only then does the split take the store. Both regions then rewrite their reference
+//! segments in the background (a minor compaction picks them first), paced like any
 //! compaction.
 //!
 //! A region asks after every write, flush and installed compaction, but never while it
@@ -16,6 +19,13 @@ use super::*;
 
 /// How long a region waits before asking again for a split that failed.
 pub(super) const SPLIT_RETRY: Duration = Duration::from_secs(30);
+
+/// A split takes the store (pausing the region) only once the memtable holds at most this
+/// much: the flush it then runs inline is a few tens of milliseconds, not a whole memtable's.
+pub(super) const SPLIT_FLUSH_BYTES: u64 = 4 << 20;
+
+/// Background flushes a split starts before it goes ahead with whatever the memtable holds.
+pub(super) const FLUSH_ROUNDS: u8 = 3;
 
 impl Handler<AutoSplitFailed> for RegionActor {
     type Result = ();
@@ -30,6 +40,19 @@ impl Handler<PrepareSplit> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: PrepareSplit, ctx: &mut Context<Self>) {
+        self.prepare_split(msg, 0, ctx);
+    }
+}
+
+impl RegionActor {
+    /// Prepare a split, after `rounds` background flushes started for it: flush in the
+    /// background first while the memtable is large (module docs), else give the upper half
+    /// to the new store now.
+    pub(super) fn prepare_split(&mut self, msg: PrepareSplit, rounds: u8, ctx: &mut Context<Self>) {
+        if rounds < FLUSH_ROUNDS && self.flush_before_split(ctx) {
+            self.split_after_flush = Some((msg, rounds + 1));
+            return;
+        }
         let Some((lower, upper)) = self.range.split_at(msg.at) else {
             let _ = msg.reply.send(Err(Reject::NotOwner));
             return;
@@ -64,6 +87,34 @@ impl Handler<PrepareSplit> for RegionActor {
             move |store| store.link_rows(&*pred, &new_dir, options),
             move |act, res, _| act.split_exported(res, lower, reply),
         );
+    }
+
+    /// Start a background flush for a split if the memtable is large; true if one is under
+    /// way (started now or before), whose installation `flush_done` follows with the split.
+    fn flush_before_split(&mut self, ctx: &mut Context<Self>) -> bool {
+        self.settle(ctx);
+        let Ok(store) = self.store() else {
+            // The split reports the error.
+            return false;
+        };
+        let stats = store.stats();
+        if stats.flushing {
+            return true;
+        }
+        if stats.memtable_bytes <= SPLIT_FLUSH_BYTES {
+            return false;
+        }
+        match store.flush_task() {
+            Ok(Some(task)) => {
+                self.run_flush(task, ctx);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                let _ = self.store_err(e);
+                false
+            }
+        }
     }
 }
 
