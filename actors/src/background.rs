@@ -18,8 +18,18 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-/// Nice value of background threads (0 is the default, 19 the lowest priority).
-const BACKGROUND_NICE: i32 = 10;
+/// How much lower than the server's own a background thread's priority is: nice values from
+/// -20 to 19, 0 the default, so a server at the default runs its background jobs at nice 10.
+const BACKGROUND_NICE_ABOVE: i32 = 10;
+
+/// The lowest priority (highest nice value) Linux has.
+const LOWEST_NICE: i32 = 19;
+
+/// The nice value of background threads of a thread at `nice`: always at or below its
+/// priority, also for a server started niced (at nice 15, its jobs run at 19, not 10).
+fn background_nice(nice: i32) -> i32 {
+    nice.saturating_add(BACKGROUND_NICE_ABOVE).min(LOWEST_NICE)
+}
 
 /// Run `job` on a new low-priority thread named `kura-{what}`; resolves to its result.
 pub(crate) fn run<T: Send + 'static>(
@@ -120,8 +130,12 @@ pub(crate) fn drop_later<T: Send + 'static>(value: T) {
 fn lower_priority() {
     // On Linux the nice value is per thread, and `who = 0` names the calling thread.
     #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::setpriority_process(None, BACKGROUND_NICE) {
-        tracing::debug!(error = %e, "could not lower a background thread's priority");
+    {
+        // A thread starts at its creator's nice value.
+        let nice = rustix::process::getpriority_process(None).unwrap_or(0);
+        if let Err(e) = rustix::process::setpriority_process(None, background_nice(nice)) {
+            tracing::debug!(error = %e, "could not lower a background thread's priority");
+        }
     }
 }
 
@@ -136,6 +150,14 @@ mod tests {
         assert!(err.to_string().contains("panicked"), "{err}");
     }
 
+    #[test]
+    fn a_niced_server_runs_its_jobs_lower_still_never_higher() {
+        assert_eq!(background_nice(0), 10);
+        assert_eq!(background_nice(-5), 5);
+        assert_eq!(background_nice(15), 19);
+        assert_eq!(background_nice(19), 19);
+    }
+
     #[cfg(target_os = "linux")]
     #[actix_rt::test]
     async fn the_job_runs_at_a_lower_priority_and_the_caller_keeps_its_own() {
@@ -145,7 +167,11 @@ mod tests {
         })
         .await
         .unwrap();
-        assert_eq!(inside, before.max(BACKGROUND_NICE));
+        assert_eq!(inside, background_nice(before));
+        assert!(
+            inside >= before,
+            "never a higher priority than the caller's"
+        );
         assert_eq!(rustix::process::getpriority_process(None).unwrap(), before);
     }
 }
