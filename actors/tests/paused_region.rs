@@ -5,6 +5,9 @@
 //! actor's spawned futures in the same turn as the message handler that started the pause, so
 //! the tests line that up: the job held on its thread by a gated file system, the region's
 //! arbiter paused while the job finishes, a flush queued, the arbiter resumed.
+//!
+//! The same gate holds a compaction while the region passes its split threshold, for the
+//! split the region asks for once the compaction is installed.
 
 mod common;
 use common::*;
@@ -154,6 +157,14 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
 /// A server on one arbiter (the tests pause it) whose one region of table `t` lives on a gated
 /// `SimFs`.
 async fn start(dir: &tempfile::TempDir) -> (Kura, Arc<GatedFs>) {
+    start_splitting_at(dir, None).await
+}
+
+/// [`start`], the region asking for a split once it holds more than `split_threshold` bytes.
+async fn start_splitting_at(
+    dir: &tempfile::TempDir,
+    split_threshold: Option<u64>,
+) -> (Kura, Arc<GatedFs>) {
     let fs = Arc::new(GatedFs {
         inner: SimFs::new(),
         gate: Arc::new(Gate::default()),
@@ -161,6 +172,7 @@ async fn start(dir: &tempfile::TempDir) -> (Kura, Arc<GatedFs>) {
     let mut cfg = config(dir.path());
     cfg.arbiters = 1;
     cfg.memtable_budget = 64 << 10;
+    cfg.split_threshold = split_threshold;
     cfg.file_system = Some(fs.clone());
     let kura = Kura::start(cfg).await.expect("start");
     kura.create_table(table("t", 8, 1)).await.expect("create");
@@ -270,4 +282,49 @@ async fn a_background_flush_that_finishes_as_a_flush_on_command_takes_the_store_
     kura.flush("t").await.expect("flush again");
     assert_eq!(segments(&kura).await, 2);
     kura.shutdown().await.expect("shutdown");
+}
+
+/// A region that passes the split threshold while a compaction runs does not ask then (a split
+/// waits for the compaction); it asks once the compaction is installed, even if no write comes
+/// after: under a steady load every flush finds a compaction running, so this is the check
+/// that splits the region.
+#[actix_rt::test]
+async fn a_region_past_the_split_threshold_during_a_compaction_splits_after_its_install() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (kura, fs) = start_splitting_at(&dir, Some(256 << 10)).await;
+    let value = vec![3u8; 1024];
+    for part in 0..2 {
+        let rows: Vec<RowMutation> = (part * 50..part * 50 + 50)
+            .map(|i| put(&key(i), &value))
+            .collect();
+        kura.mutate_rows("t", rows).await.expect("put");
+        kura.flush("t").await.expect("flush");
+    }
+    let (arrived, _ended) = fs.gate.arm("kura-compaction");
+    let compaction = actix_rt::spawn({
+        let kura = kura.clone();
+        async move { kura.compact("t", false).await }
+    });
+    within("the compaction's start", arrived)
+        .await
+        .expect("arrived");
+    // Past the threshold while the compaction is held: the region does not ask yet.
+    for i in 100..500 {
+        kura.mutate("t", put(&key(i), &value)).await.expect("put");
+    }
+    kura.flush("t").await.expect("flush");
+    assert_eq!(kura.regions("t").await.expect("regions").len(), 1);
+    fs.gate.open();
+    within("the compaction's answer", compaction)
+        .await
+        .expect("join")
+        .expect("compaction");
+    wait_until(
+        "the split after the install",
+        Duration::from_secs(30),
+        async || kura.regions("t").await.expect("regions").len() == 2,
+    )
+    .await;
+    let all = scan_all(&kura, "t", ScanSpec::all(), 64).await;
+    assert_eq!(all, (0..500).map(key).collect::<Vec<_>>());
 }
