@@ -11,7 +11,7 @@
 
 mod common;
 use common::*;
-use kura_actors::storage::fs::{FileBytes, WritableFile};
+use kura_actors::storage::fs::WritableFile;
 use kura_actors::storage::{FileSystem, SimFs};
 use kura_actors::*;
 use parking_lot::{Condvar, Mutex};
@@ -98,48 +98,12 @@ thread_local! {
 }
 
 /// A `SimFs` whose file creations pass the gate first.
-struct GatedFs {
-    inner: SimFs,
-    gate: Arc<Gate>,
-}
+type GatedFs = HookedFs<Gate>;
 
-impl FileSystem for GatedFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn len(&self, path: &Path) -> io::Result<u64> {
-        self.inner.len(path)
-    }
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.gate.pass();
-        self.inner.create(path)
-    }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        self.inner.open_write(path)
-    }
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
-        self.inner.open_read(path)
-    }
-    fn map(&self, path: &Path) -> io::Result<Arc<dyn FileBytes>> {
-        self.inner.map(path)
-    }
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        self.inner.truncate(path, len)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.inner.sync_dir(dir)
+impl FsHook for Gate {
+    fn create(&self, fs: &SimFs, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.pass();
+        fs.create(path)
     }
 }
 
@@ -165,10 +129,7 @@ async fn start_splitting_at(
     dir: &tempfile::TempDir,
     split_threshold: Option<u64>,
 ) -> (Kura, Arc<GatedFs>) {
-    let fs = Arc::new(GatedFs {
-        inner: SimFs::new(),
-        gate: Arc::new(Gate::default()),
-    });
+    let fs = Arc::new(GatedFs::new(Gate::default()));
     let mut cfg = config(dir.path());
     cfg.arbiters = 1;
     cfg.memtable_budget = 64 << 10;
@@ -229,12 +190,12 @@ async fn a_compaction_that_finishes_as_a_flush_takes_the_store_is_installed_afte
     }
     assert_eq!(segments(&kura).await, 2);
 
-    let held = fs.gate.arm("kura-compaction");
+    let held = fs.hook.arm("kura-compaction");
     let compaction = actix_rt::spawn({
         let kura = kura.clone();
         async move { kura.compact("t", true).await }
     });
-    flush_as_the_job_completes(&kura, &fs.gate, held)
+    flush_as_the_job_completes(&kura, &fs.hook, held)
         .await
         .expect("flush");
     within("the compaction's answer", compaction)
@@ -264,13 +225,13 @@ async fn a_background_flush_that_finishes_as_a_flush_on_command_takes_the_store_
     let (kura, fs) = start(&dir).await;
     // Past the memtable budget: the write's commit freezes the memtable and flushes it on a
     // thread of its own, held at the gate.
-    let held = fs.gate.arm("kura-flush");
+    let held = fs.hook.arm("kura-flush");
     let value = vec![7u8; 1024];
     let rows: Vec<RowMutation> = (0..100).map(|i| put(&key(i), &value)).collect();
     kura.mutate_rows("t", rows).await.expect("put");
     // The flush on command writes the frozen memtable itself; the background flush's segment,
     // installed after it, is stale and removed.
-    flush_as_the_job_completes(&kura, &fs.gate, held)
+    flush_as_the_job_completes(&kura, &fs.hook, held)
         .await
         .expect("flush");
     assert_eq!(segments(&kura).await, 1);
@@ -300,7 +261,7 @@ async fn a_region_past_the_split_threshold_during_a_compaction_splits_after_its_
         kura.mutate_rows("t", rows).await.expect("put");
         kura.flush("t").await.expect("flush");
     }
-    let (arrived, _ended) = fs.gate.arm("kura-compaction");
+    let (arrived, _ended) = fs.hook.arm("kura-compaction");
     let compaction = actix_rt::spawn({
         let kura = kura.clone();
         async move { kura.compact("t", false).await }
@@ -314,7 +275,7 @@ async fn a_region_past_the_split_threshold_during_a_compaction_splits_after_its_
     }
     kura.flush("t").await.expect("flush");
     assert_eq!(kura.regions("t").await.expect("regions").len(), 1);
-    fs.gate.open();
+    fs.hook.open();
     within("the compaction's answer", compaction)
         .await
         .expect("join")

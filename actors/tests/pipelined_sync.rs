@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use kura_actors::storage::fs::{FileBytes, SyncHandle, WritableFile};
+use kura_actors::storage::fs::{SyncHandle, WritableFile};
 use kura_actors::storage::{FileSystem, SimFs};
 use kura_actors::*;
 use parking_lot::{Condvar, Mutex};
@@ -38,12 +38,6 @@ impl Gate {
         }
         st.1 -= 1;
     }
-}
-
-/// A `SimFs` whose sync-handle fsyncs wait at the gate.
-struct GatedFs {
-    inner: SimFs,
-    gate: Arc<Gate>,
 }
 
 struct GatedFile {
@@ -81,48 +75,20 @@ impl SyncHandle for GatedSync {
     }
 }
 
-impl FileSystem for GatedFs {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(dir)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn len(&self, path: &Path) -> io::Result<u64> {
-        self.inner.len(path)
-    }
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+/// Makes a `SimFs` whose sync-handle fsyncs wait at the gate: every file opened for writing is
+/// a [`GatedFile`].
+impl FsHook for Arc<Gate> {
+    fn create(&self, fs: &SimFs, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         Ok(Box::new(GatedFile {
-            inner: self.inner.create(path)?,
-            gate: self.gate.clone(),
+            inner: fs.create(path)?,
+            gate: self.clone(),
         }))
     }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+    fn open_write(&self, fs: &SimFs, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         Ok(Box::new(GatedFile {
-            inner: self.inner.open_write(path)?,
-            gate: self.gate.clone(),
+            inner: fs.open_write(path)?,
+            gate: self.clone(),
         }))
-    }
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
-        self.inner.open_read(path)
-    }
-    fn map(&self, path: &Path) -> io::Result<Arc<dyn FileBytes>> {
-        self.inner.map(path)
-    }
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        self.inner.truncate(path, len)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.inner.sync_dir(dir)
     }
 }
 
@@ -131,10 +97,7 @@ async fn start(gate: &Arc<Gate>, dir: &tempfile::TempDir) -> Kura {
     let mut cfg = config(dir.path());
     cfg.durability = storage::Durability::Sync;
     cfg.sync_thread = true;
-    cfg.file_system = Some(Arc::new(GatedFs {
-        inner: SimFs::new(),
-        gate: gate.clone(),
-    }));
+    cfg.file_system = Some(Arc::new(HookedFs::new(gate.clone())));
     let kura = Kura::start(cfg).await.expect("start");
     kura.create_table(table("t", 8, 1)).await.expect("create");
     kura

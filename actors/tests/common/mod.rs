@@ -1,9 +1,15 @@
-//! Helpers shared by the actor tests: a server over a real store in a temp dir.
+//! Helpers shared by the actor tests: a server over a real store in a temp dir, and
+//! [`HookedFs`], a `SimFs` whose file creations a test can intercept (to hold a background job
+//! or an fsync at a gate of its own).
 #![allow(dead_code)]
 
+use kura_actors::storage::fs::{FileBytes, WritableFile};
+use kura_actors::storage::{FileSystem, SimFs};
 use kura_actors::*;
+use std::io;
 use std::ops::AsyncFnMut;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A config for tests: 2 arbiters, no fsync (speed), no automatic splits.
@@ -89,4 +95,76 @@ pub async fn wait_until(what: &str, within: Duration, mut cond: impl AsyncFnMut(
 pub async fn compacting(kura: &Kura, table: &str) -> bool {
     let regions = kura.regions(table).await.expect("regions");
     regions.iter().any(|r| r.stats.compacting)
+}
+
+/// The methods of a [`HookedFs`] a test intercepts; each default passes straight to the
+/// `SimFs`. A hook that overrides one does what it must first (wait at a gate) or wraps what
+/// the `SimFs` returns, and calls the `SimFs` itself.
+pub trait FsHook: Send + Sync {
+    /// Instead of `fs.create(path)`.
+    fn create(&self, fs: &SimFs, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        fs.create(path)
+    }
+    /// Instead of `fs.open_write(path)`.
+    fn open_write(&self, fs: &SimFs, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        fs.open_write(path)
+    }
+}
+
+/// A `SimFs` (`inner`) with a test's [`FsHook`] (`hook`) on the methods it intercepts; every
+/// other `FileSystem` method goes to the `SimFs` unchanged. The trait's provided methods
+/// (`map_prefix`, `link_or_copy`) are not forwarded: as for a plain `SimFs`, they are the
+/// trait's defaults, built on `map` and `create`, so a copy's creation meets the hook too.
+pub struct HookedFs<H> {
+    pub inner: SimFs,
+    pub hook: H,
+}
+
+impl<H: FsHook> HookedFs<H> {
+    /// A fresh, empty `SimFs` behind `hook`.
+    pub fn new(hook: H) -> Self {
+        HookedFs {
+            inner: SimFs::new(),
+            hook,
+        }
+    }
+}
+
+impl<H: FsHook> FileSystem for HookedFs<H> {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        self.inner.len(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.hook.create(&self.inner, path)
+    }
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.hook.open_write(&self.inner, path)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        self.inner.open_read(path)
+    }
+    fn map(&self, path: &Path) -> io::Result<Arc<dyn FileBytes>> {
+        self.inner.map(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        self.inner.truncate(path, len)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
 }
