@@ -249,9 +249,10 @@ impl Client {
         self.get(uri, "application/json").await
     }
 
-    pub async fn put_json(&self, uri: &str, body: &serde_json::Value) -> Resp {
+    /// `body` as JSON with `method` (`Content-Type: application/json`).
+    pub async fn send_json(&self, method: Method, uri: &str, body: &serde_json::Value) -> Resp {
         self.req(
-            Method::PUT,
+            method,
             uri,
             &[("Content-Type", "application/json")],
             body.to_string(),
@@ -259,14 +260,12 @@ impl Client {
         .await
     }
 
+    pub async fn put_json(&self, uri: &str, body: &serde_json::Value) -> Resp {
+        self.send_json(Method::PUT, uri, body).await
+    }
+
     pub async fn post_json(&self, uri: &str, body: &serde_json::Value) -> Resp {
-        self.req(
-            Method::POST,
-            uri,
-            &[("Content-Type", "application/json")],
-            body.to_string(),
-        )
-        .await
+        self.send_json(Method::POST, uri, body).await
     }
 
     pub async fn put_xml(&self, uri: &str, body: &str) -> Resp {
