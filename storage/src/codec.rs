@@ -14,8 +14,11 @@
 use crate::error::{Error, Result};
 use bincode::config::{Configuration, Limit, LittleEndian, Varint};
 
-/// Version of the log, segment and manifest formats; written into every file's header.
-pub const FORMAT_VERSION: u8 = 1;
+/// Version of the segment format, written into every segment's header and footer (the log and
+/// the manifest carry their own: [`LOG_FORMAT_VERSION`] and the manifest's `MANIFEST_VERSION`).
+/// Version 2 brought the blocked row filter (`row_filter::BlockedBloom`); version-1 segments,
+/// whose filter is the legacy Bloom filter, are still read.
+pub const FORMAT_VERSION: u8 = 2;
 
 /// Version of the log format, written into each log's header. Version 2 added the optional
 /// idempotency field at the end of a log record; version 4 the log length known fsynced when
@@ -23,7 +26,7 @@ pub const FORMAT_VERSION: u8 = 1;
 /// frames). There is no version 3: the header byte has no checksum, and one flipped bit must
 /// not turn a known version into another (3 is one bit from 1 and from 2; 4 is two bits from
 /// each). Logs of versions 1 and 2 are still read (and never appended to: recovery starts a
-/// new log). Segments and manifests are still version 1.
+/// new log).
 pub const LOG_FORMAT_VERSION: u8 = 4;
 
 /// Largest payload a log frame or the manifest may hold (64 MiB): checked before allocating.

@@ -13,6 +13,7 @@
 //! - [`region_store`]: log + memtable + segments behind the public operations.
 //! - [`fs`]: the file-system layer ([`fs::StdFs`], and [`fs::SimFs`] for crash and fault tests).
 //! - [`codec`]: the bincode configuration and the format version.
+//! - [`row_filter`]: the segments' row filters (public for the storage benches).
 //! - `key`: internal key order; `memtable`; `segment`; `log`; `manifest`; `merge` (k-way merge);
 //!   `resolve` (HBase visibility rules, shared by reads and major compaction).
 //! - [`error`]: the crate's one error enum.
@@ -55,6 +56,7 @@ pub mod model;
 pub mod region_store;
 mod replayed;
 mod resolve;
+pub mod row_filter;
 mod segment;
 
 pub use error::{Error, Result};

@@ -1,9 +1,11 @@
 //! Segments: immutable sorted files of entries (HBase's HFile), read through a memory map.
 //!
 //! Layout (little-endian; see `storage/FORMAT.md` for the byte tables):
-//! `header (8) | data block* | index | footer (64)`. A data block is a run of encoded entries of
-//! about [`BLOCK_SIZE`] bytes; the index lists, per block, its offset, length, CRC-32 and last
-//! row; the footer locates the index and carries its CRC, counts, the format version and magic.
+//! `header (8) | data block* | row filter | index | footer (64)`. A data block is a run of
+//! encoded entries of about [`BLOCK_SIZE`] bytes; the row filter ([`crate::row_filter`]) tells
+//! a point read whether the segment may hold its row; the index lists, per block, its offset,
+//! length, CRC-32 and last row; the footer locates the filter and the index and carries their
+//! CRCs, counts, the format version and magic.
 //!
 //! # Invariants
 //! 1. Entries are written in [`crate::key::cmp_entries`] order; blocks never overlap.
@@ -13,12 +15,16 @@
 //!    verified block is remembered), the index CRC and footer CRC at open. Every length read
 //!    from the file is bounds-checked: a damaged segment gives `Error::Corruption`, never a
 //!    panic.
+//! 4. This build writes format version [`FORMAT_VERSION`] (a blocked row filter) and reads it
+//!    and version 1 (a legacy row filter); header, footer and filter kind must agree, or the
+//!    segment is `Error::Corruption`.
 
 use crate::codec::FORMAT_VERSION;
 use crate::error::{Error, Result};
 use crate::fs::{FileBytes, FileSystem, WritableFile};
 use crate::key::{Entry, Kind};
 use crate::merge::EntrySource;
+use crate::row_filter::RowFilter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -50,11 +56,24 @@ pub(crate) struct Pace {
 /// would queue every log fsync made meanwhile behind tens of megabytes.
 const SYNC_EVERY: u64 = 1 << 20;
 
-fn header() -> [u8; HEADER_LEN] {
+/// The oldest segment format still read: version 1, whose row filter is a
+/// [`crate::row_filter::LegacyBloom`]. Version 2 ([`FORMAT_VERSION`]) holds a
+/// [`crate::row_filter::BlockedBloom`].
+const OLDEST_READ_VERSION: u8 = 1;
+
+fn header(version: u8) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[..7].copy_from_slice(&SEGMENT_MAGIC);
-    h[7] = FORMAT_VERSION;
+    h[7] = version;
     h
+}
+
+/// Whether a segment of format `version` may hold `filter` (each version has one kind).
+fn filter_fits_version(filter: &RowFilter, version: u8) -> bool {
+    matches!(
+        (filter, version),
+        (RowFilter::Legacy(_), OLDEST_READ_VERSION) | (RowFilter::Blocked(_), FORMAT_VERSION)
+    )
 }
 
 /// Encode one entry (format: FORMAT.md "segment entry").
@@ -147,7 +166,9 @@ pub(crate) struct SegmentWriter {
     offset: u64,
     entries: u64,
     max_seq: u64,
-    bloom: Bloom,
+    /// The format version written: [`FORMAT_VERSION`] (tests also write version 1).
+    version: u8,
+    filter: RowFilter,
     /// Bytes written since the last sync.
     unsynced: u64,
     /// Bytes written in all.
@@ -162,9 +183,26 @@ impl SegmentWriter {
         path: &Path,
         expected_rows: u64,
     ) -> Result<SegmentWriter> {
+        Self::create_version(fs, path, expected_rows, FORMAT_VERSION)
+    }
+
+    /// A writer of format `version`: [`FORMAT_VERSION`], or version 1 (a legacy row filter)
+    /// for the tests that check old segments still read.
+    fn create_version(
+        fs: &dyn FileSystem,
+        path: &Path,
+        expected_rows: u64,
+        version: u8,
+    ) -> Result<SegmentWriter> {
+        let filter = if version == FORMAT_VERSION {
+            RowFilter::blocked(expected_rows)
+        } else {
+            RowFilter::legacy(expected_rows)
+        };
+        debug_assert!(filter_fits_version(&filter, version));
         let file = fs.create(path).map_err(|e| Error::io(path, e))?;
         let mut out = Vec::with_capacity(WRITE_CHUNK + BLOCK_SIZE * 2);
-        out.extend_from_slice(&header());
+        out.extend_from_slice(&header(version));
         Ok(SegmentWriter {
             file,
             path: path.to_path_buf(),
@@ -179,7 +217,8 @@ impl SegmentWriter {
             offset: HEADER_LEN as u64,
             entries: 0,
             max_seq: 0,
-            bloom: Bloom::with_rows(expected_rows),
+            version,
+            filter,
         })
     }
 
@@ -187,7 +226,7 @@ impl SegmentWriter {
     pub(crate) fn add(&mut self, e: &Entry<'_>) -> Result<()> {
         encode_entry(e, &mut self.block);
         if self.last_row.as_slice() != e.row || self.entries == 0 {
-            self.bloom.insert(e.row);
+            self.filter.insert(e.row);
             self.last_row.clear();
             self.last_row.extend_from_slice(e.row);
         }
@@ -256,7 +295,7 @@ impl SegmentWriter {
     /// Write the last block, the index and the footer, and fsync the file.
     pub(crate) fn finish(mut self) -> Result<SegmentInfo> {
         self.end_block()?;
-        let filter = self.bloom.to_bytes();
+        let filter = self.filter.to_bytes();
         let filter_crc = crc32fast::hash(&filter);
         self.out.extend_from_slice(&filter);
         let index_offset = self.offset + filter.len() as u64;
@@ -274,8 +313,8 @@ impl SegmentWriter {
         footer.extend_from_slice(&filter_crc.to_le_bytes());
         let footer_crc = crc32fast::hash(&footer);
         footer.extend_from_slice(&footer_crc.to_le_bytes());
-        footer.extend_from_slice(&(FORMAT_VERSION as u32).to_le_bytes());
-        footer.extend_from_slice(&header());
+        footer.extend_from_slice(&(self.version as u32).to_le_bytes());
+        footer.extend_from_slice(&header(self.version));
         debug_assert_eq!(footer.len(), FOOTER_LEN);
         self.out.extend_from_slice(&footer);
         let file_bytes = index_offset + index.len() as u64 + FOOTER_LEN as u64;
@@ -310,7 +349,7 @@ pub(crate) struct Segment {
     blocks: Vec<BlockHandle>,
     /// Per block, once used: offsets of every `RESTART_INTERVAL`-th entry.
     restarts: Vec<OnceLock<Box<[u32]>>>,
-    bloom: Bloom,
+    filter: RowFilter,
     pub info: SegmentInfo,
 }
 
@@ -362,12 +401,17 @@ impl Segment {
         if b.len() < HEADER_LEN + FOOTER_LEN {
             return Err(corrupt(0, "segment shorter than header and footer"));
         }
-        if b[..HEADER_LEN] != header() {
+        // The versions read; the footer must repeat the header's (one flipped bit never
+        // turns a file of one version into a well-formed file of the other).
+        let version = b[7];
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version)
+            || b[..HEADER_LEN] != header(version)
+        {
             return Err(corrupt(0, "bad segment magic or version"));
         }
         let f_at = b.len() - FOOTER_LEN;
         let footer = &b[f_at..];
-        if footer[56..64] != header() || u32_at(footer, 52) != Some(FORMAT_VERSION as u32) {
+        if footer[56..64] != header(version) || u32_at(footer, 52) != Some(version as u32) {
             return Err(corrupt(f_at + 56, "bad footer magic or version"));
         }
         let stored_crc = u32_at(footer, 48).unwrap_or(0);
@@ -428,8 +472,9 @@ impl Segment {
         if crc32fast::hash(filter) != filter_crc {
             return Err(corrupt(filter_at, "row filter checksum mismatch"));
         }
-        let bloom =
-            Bloom::from_bytes(filter).ok_or_else(|| corrupt(filter_at, "malformed row filter"))?;
+        let filter = RowFilter::from_bytes(filter)
+            .filter(|f| filter_fits_version(f, version))
+            .ok_or_else(|| corrupt(filter_at, "malformed row filter"))?;
         let restarts = (0..blocks.len()).map(|_| OnceLock::new()).collect();
         let info = SegmentInfo {
             entries,
@@ -442,7 +487,7 @@ impl Segment {
             bytes,
             blocks,
             restarts,
-            bloom,
+            filter,
             info,
         })
     }
@@ -528,7 +573,7 @@ impl Segment {
 
     /// False if the segment certainly holds no entry of `row` (its row filter says so).
     pub(crate) fn may_contain_row(&self, row: &[u8]) -> bool {
-        self.bloom.may_contain(row)
+        self.filter.may_contain(row)
     }
 
     /// Whether the segment holds a version delete marker (`Kind::DeleteVersion`) of the column
@@ -602,82 +647,6 @@ impl Segment {
         } else {
             None
         })
-    }
-}
-
-/// A Bloom filter over the rows of a segment (10 bits per row, 7 probes: about 1% false
-/// positives), so that a point read skips the segments that cannot hold its row.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Bloom {
-    probes: u32,
-    bits: Vec<u8>,
-}
-
-/// A stable 64-bit hash of a row key (part of the file format: never change it without a
-/// format version bump).
-pub(crate) fn row_hash(row: &[u8]) -> u64 {
-    let mut h: u64 = 0x9E37_79B9_7F4A_7C15 ^ row.len() as u64;
-    for chunk in row.chunks(8) {
-        let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-        h ^= h >> 32;
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    h ^ (h >> 33)
-}
-
-impl Bloom {
-    const PROBES: u32 = 7;
-    const BITS_PER_ROW: u64 = 10;
-    /// 32 MiB at most, whatever the row count.
-    const MAX_BYTES: u64 = 32 << 20;
-
-    fn with_rows(rows: u64) -> Bloom {
-        let bytes = (rows.saturating_mul(Self::BITS_PER_ROW) / 8).clamp(8, Self::MAX_BYTES);
-        Bloom {
-            probes: Self::PROBES,
-            bits: vec![0; bytes as usize],
-        }
-    }
-
-    fn positions(&self, row: &[u8]) -> impl Iterator<Item = usize> {
-        let h = row_hash(row);
-        let (h1, h2) = (h, (h >> 32) | 1);
-        let m = self.bits.len() as u64 * 8;
-        (0..self.probes as u64).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) % m) as usize)
-    }
-
-    fn insert(&mut self, row: &[u8]) {
-        let positions: Vec<usize> = self.positions(row).collect();
-        for p in positions {
-            self.bits[p / 8] |= 1 << (p % 8);
-        }
-    }
-
-    fn may_contain(&self, row: &[u8]) -> bool {
-        self.bits.is_empty()
-            || self
-                .positions(row)
-                .all(|p| self.bits[p / 8] & (1 << (p % 8)) != 0)
-    }
-
-    /// `[u32 probes LE][bits]`.
-    fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(4 + self.bits.len());
-        out.extend_from_slice(&self.probes.to_le_bytes());
-        out.extend_from_slice(&self.bits);
-        out
-    }
-
-    fn from_bytes(b: &[u8]) -> Option<Bloom> {
-        let probes = u32_at(b, 0)?;
-        let bits = b[4..].to_vec();
-        if probes == 0 || probes > 32 || bits.is_empty() {
-            return None;
-        }
-        Some(Bloom { probes, bits })
     }
 }
 
@@ -929,11 +898,10 @@ mod tests {
         assert!(paced_write(1 << 20, true) < Duration::from_millis(1500));
     }
 
-    #[test]
-    fn row_filter_never_excludes_a_written_row() {
-        let fs = SimFs::new();
-        let path = Path::new("/s/2.seg");
-        let mut w = SegmentWriter::create(&fs, path, 1000).unwrap();
+    /// A segment of format `version` holding one entry for each of rows `k00000..k00999`
+    /// (sized for exactly that many rows) and the rows written.
+    fn thousand_rows(fs: &SimFs, path: &Path, version: u8) -> Vec<Vec<u8>> {
+        let mut w = SegmentWriter::create_version(fs, path, 1000, version).unwrap();
         let rows: Vec<Vec<u8>> = (0..1000u32)
             .map(|i| format!("k{i:05}").into_bytes())
             .collect();
@@ -945,7 +913,11 @@ mod tests {
             .unwrap();
         }
         w.finish().unwrap();
-        let seg = Segment::open(&fs, path, 2).unwrap();
+        rows
+    }
+
+    /// Every written row passes the segment's filter, and few absent ones do.
+    fn filter_answers(seg: &Segment, rows: &[Vec<u8>]) {
         assert!(rows.iter().all(|r| seg.may_contain_row(r)));
         let false_positives = (0..1000u32)
             .filter(|i| seg.may_contain_row(format!("x{i:05}").as_bytes()))
@@ -954,6 +926,86 @@ mod tests {
             false_positives < 50,
             "{false_positives} false positives of 1000"
         );
+    }
+
+    #[test]
+    fn row_filter_never_excludes_a_written_row() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/2.seg");
+        let rows = thousand_rows(&fs, path, FORMAT_VERSION);
+        let seg = Segment::open(&fs, path, 2).unwrap();
+        assert!(matches!(seg.filter, RowFilter::Blocked(_)));
+        filter_answers(&seg, &rows);
+    }
+
+    #[test]
+    fn a_version_1_segment_with_the_legacy_filter_still_opens_and_answers() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/3.seg");
+        let rows = thousand_rows(&fs, path, 1);
+        let bytes = fs.read_file(path).unwrap();
+        assert_eq!(bytes[7], 1, "a version-1 header");
+        let seg = Segment::open(&fs, path, 3).unwrap();
+        assert!(matches!(seg.filter, RowFilter::Legacy(_)));
+        filter_answers(&seg, &rows);
+        let mut it = seg.iter_from(Some(b"k00500")).unwrap();
+        assert_eq!(it.next_entry().unwrap().unwrap().row, b"k00500");
+    }
+
+    /// `bytes` with the format version in the header and the footer set to `version`.
+    fn with_version(mut bytes: Vec<u8>, version: u8) -> Vec<u8> {
+        let f_at = bytes.len() - FOOTER_LEN;
+        bytes[7] = version;
+        bytes[f_at + 52..f_at + 56].copy_from_slice(&(version as u32).to_le_bytes());
+        bytes[f_at + 63] = version;
+        bytes
+    }
+
+    /// The error opening `bytes` as a segment gives.
+    fn open_error(fs: &SimFs, path: &Path, bytes: &[u8]) -> (u64, String) {
+        fs.write_file(path, bytes).unwrap();
+        match Segment::open(fs, path, 4) {
+            Err(Error::Corruption { offset, reason, .. }) => (offset, reason),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_row_filter_of_an_unknown_kind_or_not_its_versions_is_corruption() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/4.seg");
+        thousand_rows(&fs, path, FORMAT_VERSION);
+        let new = fs.read_file(path).unwrap();
+        thousand_rows(&fs, path, 1);
+        let old = fs.read_file(path).unwrap();
+        let f_at = new.len() - FOOTER_LEN;
+        let word = |at: usize| u32_at(&new, at).unwrap() as usize;
+        let filter_at = word(f_at) - word(f_at + 40);
+        assert_eq!(&new[filter_at..filter_at + 4], b"BLK1");
+
+        // An unknown kind tag, under valid checksums: refused, not read as some filter.
+        let mut unknown = new.clone();
+        unknown[filter_at..filter_at + 4].copy_from_slice(b"BLK2");
+        let crc = crc32fast::hash(&unknown[filter_at..word(f_at)]);
+        unknown[f_at + 44..f_at + 48].copy_from_slice(&crc.to_le_bytes());
+        let crc = crc32fast::hash(&unknown[f_at..f_at + 48]);
+        unknown[f_at + 48..f_at + 52].copy_from_slice(&crc.to_le_bytes());
+        let (offset, reason) = open_error(&fs, path, &unknown);
+        assert_eq!(
+            (offset, reason.as_str()),
+            (filter_at as u64, "malformed row filter")
+        );
+
+        // Each version holds its own kind only.
+        let (_, reason) = open_error(&fs, path, &with_version(old, FORMAT_VERSION));
+        assert_eq!(reason, "malformed row filter");
+        let (_, reason) = open_error(&fs, path, &with_version(new.clone(), 1));
+        assert_eq!(reason, "malformed row filter");
+        // Versions this build does not know, in the header and footer alike.
+        for v in [0, 3, 4, 0x41] {
+            let (offset, _) = open_error(&fs, path, &with_version(new.clone(), v));
+            assert_eq!(offset, 0, "version {v}");
+        }
     }
 
     #[test]

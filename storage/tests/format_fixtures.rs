@@ -4,6 +4,8 @@
 //! - `v1`: format version 1 (log records without `idem`);
 //! - `v2`: log format version 2 (records without `durable`), written by e8aa9c0.
 //!
+//! Both hold a segment of format version 1 (the legacy row filter, FORMAT.md §5.4).
+//!
 //! Regenerate one only with such a build:
 //! `KURA_WRITE_FIXTURE=v2 cargo test -p kura-storage --test format_fixtures`.
 mod common;
@@ -80,6 +82,25 @@ fn opens_with_its_contents(version: &str) {
         .expect("a log");
     let header = std::fs::read(&newest).unwrap();
     assert_eq!(header[7], codec::LOG_FORMAT_VERSION, "{}", newest.display());
+    // The fixture's segment is of segment format 1 (the legacy row filter); a flush writes
+    // the current format beside it, and point reads answer from both.
+    assert_eq!(segment_versions(tmp.path()), vec![1]);
+    s.flush().unwrap();
+    assert_eq!(segment_versions(tmp.path()), vec![1, codec::FORMAT_VERSION]);
+    assert_eq!(cells(&s, "row1", &read(3)), vec![c("cf:a", 10, "a10")]);
+    assert_eq!(cells(&s, "row4", &read(3)), vec![c("one:d", 1, "d1")]);
+    assert!(s.get(b"row5", &read(3)).unwrap().is_none());
+}
+
+/// The format version of each segment in `dir`, by file name.
+fn segment_versions(dir: &Path) -> Vec<u8> {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    segs.sort();
+    segs.iter().map(|p| std::fs::read(p).unwrap()[7]).collect()
 }
 
 #[test]
