@@ -169,3 +169,50 @@ fn a_compaction_task_that_outlives_its_store_never_replaces_a_segment_of_the_nex
     assert_eq!(cells(&b, "r3", &read(1)), vec![c("one:q", 1, "b3")]);
     assert_eq!(cells(&b, "r1", &read(1)), vec![c("one:q", 1, "a")]);
 }
+
+/// Flush `rows` rows of 64 KiB values, `first` on, into one segment.
+fn flush_rows(s: &mut RegionStore, first: usize, rows: usize) {
+    let value = "v".repeat(64 << 10);
+    for i in first..first + rows {
+        mutate(
+            s,
+            &format!("big{i:05}"),
+            vec![put("cf", "q", Some(1), &value)],
+        );
+    }
+    s.flush().unwrap();
+}
+
+/// The compaction a region runs by itself merges segments of about one size, four of them, and
+/// leaves a larger segment out until its own tier fills: a merge rewrites about its own size,
+/// not the whole region.
+#[test]
+fn the_background_compaction_merges_a_tier_of_similar_segments_and_leaves_a_larger_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = RegionStore::open(dir.path(), server_options(families()))
+        .unwrap()
+        .0;
+    // One large segment (20 MiB), then three flushes of 5 MiB: no tier holds four.
+    flush_rows(&mut s, 0, 320);
+    let large = s.stats().segment_bytes;
+    for n in 0..3 {
+        flush_rows(&mut s, 1000 + n * 80, 80);
+    }
+    assert!(
+        s.background_compaction_task().is_none(),
+        "three small segments and a large one wait"
+    );
+    // A fourth small flush fills the tier: the four small ones merge, the large one stays.
+    flush_rows(&mut s, 2000, 80);
+    let task = s.background_compaction_task().expect("a full tier");
+    assert_eq!(task.input_count(), 4, "{task:?}");
+    let out = task.run().unwrap();
+    drop(s.install_compaction(out).unwrap());
+    let stats = s.stats();
+    assert_eq!(stats.segments, 2, "the large one and the merged tier");
+    assert!(stats.segment_bytes > large, "nothing dropped");
+    assert!(s.background_compaction_task().is_none());
+    for row in ["big00000", "big00319", "big01000", "big02079"] {
+        assert_eq!(cells(&s, row, &read(1)).len(), 1, "{row}");
+    }
+}

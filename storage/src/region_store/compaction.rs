@@ -1,6 +1,7 @@
 //! Compactions: size-tiered minor compactions that keep the number of segments a read
-//! consults bounded, major compactions that drop what is masked or expired, as tasks
-//! ([`CompactionTask`]) that run on another thread while their inputs are reserved.
+//! consults bounded (`tiered_inputs`), major compactions that drop what is masked or expired,
+//! as tasks ([`CompactionTask`]) that run on another thread while their inputs are reserved;
+//! several tasks may be outstanding at once, each on segments no other holds.
 //!
 //! Reference segments (shared with the other side of a split, see `split.rs`) come first: a
 //! minor compaction picks them before anything else, a few at a time, and writes an ordinary
@@ -11,10 +12,19 @@
 
 use super::*;
 
-/// Segments merged at once by the size-tiered compaction after a flush.
+/// Segments of one size tier that start a merge of the tier, and reference segments rewritten
+/// at once (Cassandra's size-tiered `min_threshold`; HBase's `hbase.hstore.compaction.min` is 3).
 pub(super) const TIER_WIDTH: usize = 4;
-/// Above this many segments the tiered compaction merges regardless of sizes.
+/// Most segments one tiered merge takes (HBase's `hbase.hstore.compaction.max` is 10).
+pub(super) const MAX_MERGE: usize = 10;
+/// Above this many segments the tiered compaction merges the smallest regardless of sizes.
 pub(super) const MAX_SEGMENTS: usize = 12;
+/// A segment joins a tier while it is at most this many times the tier's mean size
+/// (Cassandra's `bucket_high`)...
+const TIER_SPREAD: f64 = 1.5;
+/// ...and segments up to this size are one tier whatever their ratio (Cassandra's
+/// `min_sstable_size`): small flushes merge early.
+const SMALL_SEGMENT: u64 = 4 << 20;
 
 /// Segment ids held by an outstanding compaction; released when dropped (installed or not), so
 /// a failed or abandoned task never pins its inputs.
@@ -36,6 +46,8 @@ impl Drop for Reservation {
 /// A compaction prepared by [`RegionStore::compaction_task`], runnable on another thread.
 pub struct CompactionTask {
     pace: Option<Pace>,
+    /// The store held more than `MAX_SEGMENTS` segments when the task was made.
+    behind: bool,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     id: u64,
@@ -80,6 +92,20 @@ pub struct CompactionOutput {
 }
 
 impl CompactionTask {
+    /// How many segments the task merges.
+    pub fn input_count(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Whether compactions are behind: the store held more than `MAX_SEGMENTS` segments when
+    /// the task was made. Such a task is not paced, and its owner should run it at the
+    /// priority of the requests (RocksDB likewise speeds compactions up once they fall
+    /// behind): a write load that keeps every core busy would otherwise starve compactions
+    /// at a lower priority, and reads would consult ever more segments.
+    pub fn is_behind(&self) -> bool {
+        self.behind
+    }
+
     /// Merge the input segments into one new segment file (written, fsynced, renamed into
     /// place). Minor: keeps every entry except overwritten duplicates, dropped families and
     /// rows the store does not own. Major: keeps only retained puts (see
@@ -163,9 +189,11 @@ impl RegionStore {
         }
     }
 
-    /// Prepare a compaction that can run on another thread ([`CompactionTask::run`]); its
-    /// result is installed with [`RegionStore::install_compaction`]. `None` if there is
-    /// nothing to do (no segment, or fewer than two for a minor compaction). The task holds its
+    /// Prepare a compaction that can run on another thread ([`CompactionTask::run`]), as asked
+    /// for (the admin API): minor merges every unreserved segment; the region's own choice is
+    /// [`RegionStore::background_compaction_task`]. Its result is installed with
+    /// [`RegionStore::install_compaction`]. `None` if there is nothing to do (no segment, or
+    /// fewer than two for a minor compaction). The task holds its
     /// input segments until its output is installed or dropped: other compactions leave them
     /// alone meanwhile. A major task drops delete markers only if it covers every segment and
     /// the memtable is empty now (flush first). A minor task rewrites reference segments
@@ -182,6 +210,18 @@ impl RegionStore {
             return None;
         }
         Some(self.task_for(inputs, major))
+    }
+
+    /// The compaction a region runs by itself after a flush or an install: reference segments
+    /// first (as [`RegionStore::compaction_task`]), else a size-tiered merge
+    /// (`tiered_inputs`); `None` while neither is due. Several may be outstanding at once:
+    /// each takes only segments no other holds.
+    pub fn background_compaction_task(&self) -> Option<CompactionTask> {
+        if self.poisoned.is_some() {
+            return None;
+        }
+        let inputs = self.reference_inputs().or_else(|| self.tiered_inputs())?;
+        Some(self.task_for(inputs, false))
     }
 
     /// Whether a minor compaction would rewrite reference segments now: some are not held by
@@ -232,9 +272,15 @@ impl RegionStore {
         let _ = self
             .fs
             .create(&seg_path(&self.dir, id).with_extension("seg.tmp"));
+        let behind = self.segments.len() > MAX_SEGMENTS;
         CompactionTask {
-            // Compactions are never urgent: always paced (when pacing is on).
-            pace: self.pace(Arc::default()),
+            // Paced (when pacing is on) unless compactions are behind.
+            pace: if behind {
+                None
+            } else {
+                self.pace(Arc::default())
+            },
+            behind,
             reservation,
             fs: self.fs.clone(),
             dir: self.dir.clone(),
@@ -253,24 +299,48 @@ impl RegionStore {
         }
     }
 
-    /// Size-tiered choice of segments to merge: the four smallest when they are of a similar
-    /// size, or the eight smallest when there are too many segments.
+    /// Size-tiered choice of segments to merge (Cassandra's size-tiered strategy; HBase's
+    /// exploring policy picks by a size ratio the same way): the unreserved segments sorted by
+    /// size are cut into tiers, a segment joining the tier before it while it is at most
+    /// `TIER_SPREAD` times the tier's mean (or under `SMALL_SEGMENT`); the smallest tier with
+    /// `TIER_WIDTH` segments is merged, `MAX_MERGE` at most. A merge then rewrites data of
+    /// about its own size, so each byte is rewritten once per tier it climbs (about
+    /// log4(region / memtable) times) instead of on every compaction, and segments of a tier
+    /// never wait for a merge of a larger one. When no tier is full but more than
+    /// `MAX_SEGMENTS` are unreserved, the smallest `2 * TIER_WIDTH` are merged regardless.
     pub(super) fn tiered_inputs(&self) -> Option<Vec<Arc<Segment>>> {
         let mut by_size = self.unreserved();
-        if by_size.len() < TIER_WIDTH {
+        if by_size.len() < 2 {
             return None;
         }
         by_size.sort_by_key(|s| s.info.file_bytes);
+        let mut tiers: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut tier_bytes = 0u64;
+        for (i, s) in by_size.iter().enumerate() {
+            let size = s.info.file_bytes;
+            match tiers.last_mut() {
+                Some(t)
+                    if size <= SMALL_SEGMENT
+                        || size as f64 <= tier_bytes as f64 / t.len() as f64 * TIER_SPREAD =>
+                {
+                    t.end = i + 1;
+                    tier_bytes += size;
+                }
+                _ => {
+                    tiers.push(i..i + 1);
+                    tier_bytes = size;
+                }
+            }
+        }
+        if let Some(t) = tiers.into_iter().find(|t| t.len() >= TIER_WIDTH) {
+            let end = t.end.min(t.start + MAX_MERGE);
+            return Some(by_size.drain(t.start..end).collect());
+        }
         if by_size.len() > MAX_SEGMENTS {
             by_size.truncate(2 * TIER_WIDTH);
             return Some(by_size);
         }
-        by_size.truncate(TIER_WIDTH);
-        let (small, large) = (
-            by_size[0].info.file_bytes,
-            by_size[TIER_WIDTH - 1].info.file_bytes,
-        );
-        (large <= small.saturating_mul(4).max(4 << 20)).then_some(by_size)
+        None
     }
 
     /// Keep the number of segments (and so the cost of a read) bounded after a flush.
