@@ -5,7 +5,9 @@
 //! flush or a compaction at a lower CPU priority (nice 10), as RocksDB's `LowerThreadPoolCPUPriority` does. On a machine
 //! with few cores, a flush or a compaction then takes the CPU that serving requests leaves
 //! idle, instead of half of it: without this, a 64 MiB flush on 2 cores cut the throughput of
-//! the requests running meanwhile by more than half for a second.
+//! the requests running meanwhile by more than half for a second. The exception is a region
+//! whose compactions fell behind ([`run_compaction`]): a load that keeps every core busy would
+//! starve them, and its reads would consult ever more segments.
 //!
 //! # Invariants
 //! 1. A job's result (or its panic) always comes back to the awaiting actor; a thread that
@@ -45,6 +47,39 @@ pub(crate) fn run_now<T: Send + 'static>(
     job: impl FnOnce() -> T + Send + 'static,
 ) -> impl Future<Output = Result<T, ActorError>> {
     run_at(what, false, job)
+}
+
+/// Compactions running at normal priority now, in the whole process (see [`run_compaction`]).
+static URGENT_COMPACTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Run a compaction: at low priority, as [`run`], unless `behind` (its region holds too many
+/// segments, `CompactionTask::is_behind`) and fewer compactions than the machine has cores run
+/// at normal priority already: then at normal priority, so that a load keeping every core busy
+/// shares the CPU with it instead of starving it. The cap keeps compactions of many regions
+/// from taking the whole machine from the requests.
+pub(crate) fn run_compaction<T: Send + 'static>(
+    behind: bool,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> impl Future<Output = Result<T, ActorError>> {
+    use std::sync::atomic::Ordering;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let urgent = behind
+        && URGENT_COMPACTIONS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cores).then_some(n + 1)
+            })
+            .is_ok();
+    run_at("compaction", !urgent, move || {
+        /// Gives the slot back however the job ends.
+        struct Slot;
+        impl Drop for Slot {
+            fn drop(&mut self) {
+                URGENT_COMPACTIONS.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let _slot = urgent.then_some(Slot);
+        job()
+    })
 }
 
 fn run_at<T: Send + 'static>(

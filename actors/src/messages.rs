@@ -169,7 +169,8 @@ pub(crate) struct PrepareSplit {
 }
 
 /// Second half of a split, after the catalog commit: the narrowing of a prepared split is
-/// final, and a major compaction drops the moved rows from the region's segments.
+/// final, and the region's background compactions drop the moved rows as they rewrite its
+/// reference segments.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct CommitSplit {

@@ -28,10 +28,9 @@
 //!    disk names the new region after all (a directory fsync that failed after the rename):
 //!    then the split stands, but the old region keeps the moved rows until its next open (a
 //!    crash may still undo the rename). Otherwise `CommitSplit` makes the narrowing final,
-//!    and a major compaction drops the moved rows from the old region (after its next open,
-//!    if it cannot do it now); the new region rewrites its reference segments, keeping only
-//!    its buckets' rows, in minor compactions that pick them first. Before the commit no compaction may drop them: an aborted split would lose
-//!    them (tests/layout_failures.rs).
+//!    and both regions rewrite their reference segments, each keeping only its own buckets'
+//!    rows, in background minor compactions that pick them first. Before the commit no
+//!    compaction may drop them: an aborted split would lose them (tests/layout_failures.rs).
 //! 3. The new region actor starts on the least loaded arbiter and a new snapshot is published.
 //!
 //! A crash before step 2 leaves the old catalog (the old region still holds every row; the new

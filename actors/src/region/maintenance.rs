@@ -3,8 +3,10 @@
 
 use super::*;
 
-/// Segments after which a region starts a minor compaction by itself.
-pub(super) const COMPACT_AT_SEGMENTS: u64 = 6;
+/// Compactions a region runs at once by itself. Two, as HBase's small and large compaction
+/// threads: a merge of the small tier never waits behind a long one of the large, so flushed
+/// segments do not pile up while a gigabyte is rewritten.
+pub(super) const MAX_BACKGROUND_COMPACTIONS: u8 = 2;
 
 impl Handler<Flush> for RegionActor {
     type Result = ();
@@ -33,11 +35,10 @@ impl Handler<Compact> for RegionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Compact, ctx: &mut Context<Self>) {
-        if self.compacting {
-            // One compaction at a time; the running one covers this request's segments.
-            if let Some(r) = msg.reply {
-                let _ = r.send(Ok(()));
-            }
+        if self.compactions > 0 {
+            // An asked-for compaction covers every segment: it waits until none is held by a
+            // running one (no background one starts meanwhile, see `maybe_compact`).
+            self.asked_compactions.push(msg);
             return;
         }
         self.settle(ctx);
@@ -129,18 +130,24 @@ impl RegionActor {
         self.maybe_compact(ctx);
         self.maybe_flush(ctx, true);
     }
-    /// Merge segments in the background once flushes have piled up enough of them that reads
-    /// would pay for it (the store flushes on its own but never compacts on its own), or
-    /// while reference segments a split left wait to be rewritten (the store picks them first).
+    /// Merge segments in the background (the store flushes on its own but never compacts on
+    /// its own): a split's reference segments first, else a tier of segments of about one size
+    /// once it holds enough of them (`RegionStore::background_compaction_task`), up to
+    /// `MAX_BACKGROUND_COMPACTIONS` at once on disjoint segments. Not while an asked-for
+    /// compaction waits for the running ones to finish.
     pub(super) fn maybe_compact(&mut self, ctx: &mut Context<Self>) {
-        if self.compacting {
+        if !self.asked_compactions.is_empty() || self.split_cleanup_due {
             return;
         }
-        let Some(store) = self.store.as_ref() else {
-            return;
-        };
-        if store.stats().segments >= COMPACT_AT_SEGMENTS || store.wants_reference_compaction() {
-            self.start_compaction(false, None, ctx);
+        while self.compactions < MAX_BACKGROUND_COMPACTIONS {
+            let Some(task) = self
+                .store
+                .as_ref()
+                .and_then(|s| s.background_compaction_task())
+            else {
+                return;
+            };
+            self.run_compaction(task, false, None, ctx);
         }
     }
     /// Compact on a blocking thread, then install the result on the actor's thread.
@@ -171,8 +178,17 @@ impl RegionActor {
             }
             return;
         };
-        self.compacting = true;
-        let job = crate::background::run("compaction", move || task.run());
+        self.run_compaction(task, cleanup, reply, ctx);
+    }
+    fn run_compaction(
+        &mut self,
+        task: kura_storage::CompactionTask,
+        cleanup: bool,
+        reply: Option<Reply<()>>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.compactions += 1;
+        let job = crate::background::run_compaction(task.is_behind(), move || task.run());
         ctx.spawn(
             job.into_actor(self)
                 .map(move |res, act, ctx| act.compaction_done(res, cleanup, reply, ctx)),
@@ -193,7 +209,7 @@ impl RegionActor {
             }));
             return;
         }
-        self.compacting = false;
+        self.compactions -= 1;
         let out = match res {
             Ok(Ok(output)) => match self.store() {
                 Ok(store) => match store.install_compaction(output) {
@@ -214,23 +230,36 @@ impl RegionActor {
         if let Some(r) = reply {
             let _ = r.send(out.map_err(Reject::Failed));
         }
-        if self.split_cleanup_due {
-            // Another split happened while this compaction ran.
-            self.start_compaction(true, None, ctx);
-        } else {
-            if cleanup {
-                // The rows a split moved away are gone, so the size now reflects what the
-                // region owns: it may ask for a split again.
-                self.split_requested = false;
-            }
-            // Under a steady write load a flush usually finds a compaction running, which
-            // holds a split request back: ask here too, once the region is between
-            // compactions. Then the next reference segments, if a split left more than one
-            // compaction's worth (not after a failure: the next flush tries again).
+        if self.compactions > 0 {
+            // The cleanup and asked-for compactions below wait for the last one; a background
+            // one may start beside the one still running.
             if installed {
-                self.maybe_request_split();
                 self.maybe_compact(ctx);
             }
+            return;
+        }
+        if self.split_cleanup_due {
+            // A split of a store from an older build, whose moved rows this region's plain
+            // segments still hold (`opened`).
+            self.start_compaction(true, None, ctx);
+            return;
+        }
+        if cleanup {
+            // The rows a split moved away are gone, so the size now reflects what the region
+            // owns: it may ask for a split again.
+            self.split_requested = false;
+        }
+        if !self.asked_compactions.is_empty() {
+            for msg in std::mem::take(&mut self.asked_compactions) {
+                // The first one starts; the others wait for it (the handler queues them).
+                self.handle(msg, ctx);
+            }
+            return;
+        }
+        // Not after a failure: the next flush tries again.
+        if installed {
+            self.maybe_request_split();
+            self.maybe_compact(ctx);
         }
     }
 }

@@ -193,9 +193,15 @@ pub struct RegionActor {
     split_requested: bool,
     /// After a failed automatic split: not before this instant may the region ask again.
     split_retry_at: Option<std::time::Instant>,
-    /// A split narrowed the region and no major compaction has yet dropped the moved rows.
+    /// The region opened narrowed by a split whose moved rows its plain (not reference)
+    /// segments may hold (a split made by an older build, which copied rows): a major
+    /// compaction drops them before the region may ask for another split.
     split_cleanup_due: bool,
-    compacting: bool,
+    /// Compactions running on background threads (`MAX_BACKGROUND_COMPACTIONS` started by the
+    /// region itself at most, on disjoint segments).
+    compactions: u8,
+    /// Compactions asked for (`Compact`) while others ran: started once none runs.
+    asked_compactions: Vec<Compact>,
     in_flight: Option<InFlight>,
     held_reads: Vec<Read>,
     sync_gen: u64,
@@ -238,7 +244,8 @@ impl RegionActor {
                 split_requested: false,
                 split_retry_at: None,
                 split_cleanup_due: false,
-                compacting: false,
+                compactions: 0,
+                asked_compactions: Vec::new(),
                 in_flight: None,
                 held_reads: Vec::new(),
                 sync_gen: 0,
@@ -303,7 +310,7 @@ impl RegionActor {
                 }
                 // `started` ran before the store was open: the cleanup `opened` asked for
                 // starts here.
-                if act.split_cleanup_due && act.store.is_some() && !act.compacting {
+                if act.split_cleanup_due && act.store.is_some() && act.compactions == 0 {
                     act.start_compaction(true, None, ctx);
                 } else {
                     // Reference segments a split left (this region may be its new half).

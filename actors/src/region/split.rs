@@ -11,9 +11,9 @@
 //! segments in the background (a minor compaction picks them first), paced like any
 //! compaction.
 //!
-//! A region asks after every write, flush and installed compaction, but never while it
-//! compacts: under a steady write load a flush nearly always finds a compaction running, so
-//! the check after the compaction is the one that asks.
+//! A region asks after every write, flush and installed compaction, also while compactions
+//! run: a split links whatever segments the store has, and a compaction that was running
+//! installs its output as a reference segment (`RegionStore::install_compaction`).
 
 use super::*;
 
@@ -128,12 +128,11 @@ impl Handler<CommitSplit> for RegionActor {
         if let Some(store) = self.store.as_mut() {
             store.set_owns_row(pred);
         }
-        self.split_requested = true;
-        self.split_cleanup_due = true;
-        if !self.compacting && self.store.is_some() {
-            self.start_compaction(true, None, ctx);
-        }
+        // Its size counts the reference segments by their owned share, so it may ask for a
+        // split again; the moved rows leave as its reference segments are rewritten.
+        self.split_requested = false;
         let _ = msg.reply.send(Ok(()));
+        self.maybe_compact(ctx);
     }
 }
 
@@ -156,7 +155,7 @@ impl RegionActor {
         let Some(threshold) = self.settings.split_threshold else {
             return;
         };
-        if self.split_requested || self.compacting || self.range.bucket_count() < 2 {
+        if self.split_requested || self.range.bucket_count() < 2 {
             return;
         }
         if self
