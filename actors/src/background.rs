@@ -77,7 +77,9 @@ pub(crate) fn run_compaction<T: Send + 'static>(
                 URGENT_COMPACTIONS.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        let _slot = urgent.then_some(Slot);
+        // Not `then_some`: its argument is built (and dropped, giving back a slot never
+        // taken) even when `urgent` is false.
+        let _slot = if urgent { Some(Slot) } else { None };
         job()
     })
 }
@@ -208,5 +210,53 @@ mod tests {
             "never a higher priority than the caller's"
         );
         assert_eq!(rustix::process::getpriority_process(None).unwrap(), before);
+    }
+
+    /// A compaction that is behind runs at the caller's priority, as many at once as the
+    /// machine has cores; one more, or one that is not behind, runs lower. (The only test that
+    /// starts compactions in this binary: the process-wide count is this test's alone.)
+    #[cfg(target_os = "linux")]
+    #[actix_rt::test]
+    async fn behind_compactions_run_at_the_callers_priority_up_to_one_per_core() {
+        let before = rustix::process::getpriority_process(None).unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = std::sync::Arc::new(parking_lot::Mutex::new(release_rx));
+        let (nice_tx, mut nice_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut jobs = Vec::new();
+        for _ in 0..cores + 1 {
+            let (release_rx, nice_tx) = (release_rx.clone(), nice_tx.clone());
+            jobs.push(run_compaction(true, move || {
+                let _ = nice_tx.send(rustix::process::getpriority_process(None).unwrap());
+                // Held until every job has reported: all of them run at once.
+                let _ = release_rx.lock().recv();
+            }));
+            // Each job takes its slot before the next is asked for.
+        }
+        let running: Vec<_> = jobs.into_iter().map(actix_rt::spawn).collect();
+        let mut seen = Vec::new();
+        for _ in 0..cores + 1 {
+            seen.push(nice_rx.recv().await.unwrap());
+        }
+        for _ in 0..cores + 1 {
+            release_tx.send(()).unwrap();
+        }
+        for job in running {
+            job.await.unwrap().unwrap();
+        }
+        seen.sort();
+        let mut expected = vec![before; cores];
+        expected.push(background_nice(before));
+        assert_eq!(seen, expected);
+        let relaxed = run_compaction(false, || {
+            rustix::process::getpriority_process(None).unwrap()
+        })
+        .await
+        .unwrap();
+        assert_eq!(relaxed, background_nice(before), "not behind: lower");
+        let again = run_compaction(true, || rustix::process::getpriority_process(None).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(again, before, "the slots came back");
     }
 }
