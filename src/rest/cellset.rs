@@ -18,12 +18,12 @@
 //!    is kept as `None` so that the one use that needs none (the cells a `check=delete`
 //!    deletes) can take it; every other use goes through [`CellIn::value`].
 
+use super::cellset_json::{self, List, Obj, Slot};
 use super::media::{b64_decode, b64_encode_into, Repr, XmlShape};
 use crate::error::{ApiError, ApiResult};
 use kura_backend::{Cell, Row, Timestamp};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
-use serde_json::Value;
 
 /// One cell of a request body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,36 +65,36 @@ pub fn parse_cellset(repr: Repr, body: &[u8]) -> ApiResult<Vec<RowIn>> {
 
 /// The elements of a JSON list field (`Row`, `Cell`): missing or `null` is empty; anything but
 /// a list is a 400, as Jackson refuses a single object for a `List<..>` field.
-fn list_of<'a>(v: Option<&'a Value>, name: &str, example: &str) -> ApiResult<&'a [Value]> {
+fn list_of<T>(v: List<T>, name: &str, example: &str) -> ApiResult<Vec<T>> {
     match v {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(a)) => Ok(a),
-        Some(Value::Object(_)) => Err(ApiError::bad(format!(
+        List::Empty => Ok(Vec::new()),
+        List::Items(a) => Ok(a),
+        List::Object => Err(ApiError::bad(format!(
             "\"{name}\" must be a list, not an object: write \"{name}\":[{example}]"
         ))),
-        Some(_) => Err(ApiError::bad(format!(
+        List::Other => Err(ApiError::bad(format!(
             "\"{name}\" must be a list: write \"{name}\":[{example}]"
         ))),
     }
 }
 
-fn json_b64(v: Option<&Value>, what: &str) -> ApiResult<Option<Vec<u8>>> {
+fn json_b64(v: &Slot<'_>, what: &str) -> ApiResult<Option<Vec<u8>>> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => b64_decode(s, what).map(Some),
-        Some(_) => Err(ApiError::bad(format!("{what} must be a base64 string"))),
+        Slot::Absent | Slot::Null => Ok(None),
+        Slot::Str(s) => b64_decode(s, what).map(Some),
+        Slot::Num(_) | Slot::Other => Err(ApiError::bad(format!("{what} must be a base64 string"))),
     }
 }
 
-fn json_ts(v: Option<&Value>) -> ApiResult<Option<Timestamp>> {
+fn json_ts(v: &Slot<'_>) -> ApiResult<Option<Timestamp>> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
+        Slot::Absent | Slot::Null => Ok(None),
+        Slot::Num(n) => n
             .as_i64()
             .map(Some)
             .ok_or_else(|| ApiError::bad(format!("timestamp {n} is not a 64-bit integer"))),
-        Some(Value::String(s)) => parse_ts_text(s).map(Some),
-        Some(_) => Err(ApiError::bad("timestamp must be a number")),
+        Slot::Str(s) => parse_ts_text(s).map(Some),
+        Slot::Other => Err(ApiError::bad("timestamp must be a number")),
     }
 }
 
@@ -113,33 +113,37 @@ fn normalize_ts(ts: Option<Timestamp>) -> ApiResult<Option<Timestamp>> {
     }
 }
 
+/// Reads a JSON CellSet in one pass ([`cellset_json`]), then applies invariant 4 in document
+/// order, so that a malformed body gets the first error a reader of the whole document meets.
 fn parse_json(body: &[u8]) -> ApiResult<Vec<RowIn>> {
-    let v: Value = serde_json::from_slice(body)
+    let doc = cellset_json::read(body)
         .map_err(|e| ApiError::bad(format!("the body is not valid JSON: {e}")))?;
-    let Value::Object(obj) = &v else {
+    let Obj::Obj(doc) = doc else {
         return Err(ApiError::bad(
             "a CellSet must be a JSON object {\"Row\":[...]}",
         ));
     };
-    let mut rows = Vec::new();
-    for r in list_of(obj.get("Row"), "Row", "{\"key\":..,\"Cell\":[..]}")? {
-        let Value::Object(r) = r else {
+    let rows_in = list_of(doc.row, "Row", "{\"key\":..,\"Cell\":[..]}")?;
+    let mut rows = Vec::with_capacity(rows_in.len());
+    for r in rows_in {
+        let Obj::Obj(r) = r else {
             return Err(ApiError::bad(
                 "each Row must be an object {\"key\":..,\"Cell\":[..]}",
             ));
         };
-        let key = json_b64(r.get("key"), "row key")?;
-        let mut cells = Vec::new();
-        for c in list_of(r.get("Cell"), "Cell", "{\"column\":..,\"$\":..}")? {
-            let Value::Object(c) = c else {
+        let key = json_b64(&r.key, "row key")?;
+        let cells_in = list_of(r.cell, "Cell", "{\"column\":..,\"$\":..}")?;
+        let mut cells = Vec::with_capacity(cells_in.len());
+        for c in cells_in {
+            let Obj::Obj(c) = c else {
                 return Err(ApiError::bad(
                     "each Cell must be an object {\"column\":..,\"$\":..}",
                 ));
             };
             cells.push(CellIn {
-                column: json_b64(c.get("column"), "column")?,
-                timestamp: normalize_ts(json_ts(c.get("timestamp"))?)?,
-                value: json_b64(c.get("$"), "cell value")?,
+                column: json_b64(&c.column, "column")?,
+                timestamp: normalize_ts(json_ts(&c.timestamp)?)?,
+                value: json_b64(&c.value, "cell value")?,
             });
         }
         rows.push(RowIn { key, cells });
@@ -472,6 +476,158 @@ mod tests {
                 matches!(parse_cellset(repr, body), Err(ApiError::BadRequest(_))),
                 "{body:?}"
             );
+        }
+    }
+
+    /// The reading that [`parse_json`] replaced: a whole `serde_json::Value`, then checked.
+    /// Kept as the oracle that the one-pass reader answers every body exactly as it did.
+    fn parse_json_by_value(body: &[u8]) -> ApiResult<Vec<RowIn>> {
+        use serde_json::Value;
+        fn list_of<'a>(v: Option<&'a Value>, name: &str, example: &str) -> ApiResult<&'a [Value]> {
+            match v {
+                None | Some(Value::Null) => Ok(&[]),
+                Some(Value::Array(a)) => Ok(a),
+                Some(Value::Object(_)) => Err(ApiError::bad(format!(
+                    "\"{name}\" must be a list, not an object: write \"{name}\":[{example}]"
+                ))),
+                Some(_) => Err(ApiError::bad(format!(
+                    "\"{name}\" must be a list: write \"{name}\":[{example}]"
+                ))),
+            }
+        }
+        fn json_b64(v: Option<&Value>, what: &str) -> ApiResult<Option<Vec<u8>>> {
+            match v {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => b64_decode(s, what).map(Some),
+                Some(_) => Err(ApiError::bad(format!("{what} must be a base64 string"))),
+            }
+        }
+        fn json_ts(v: Option<&Value>) -> ApiResult<Option<Timestamp>> {
+            match v {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Number(n)) => n
+                    .as_i64()
+                    .map(Some)
+                    .ok_or_else(|| ApiError::bad(format!("timestamp {n} is not a 64-bit integer"))),
+                Some(Value::String(s)) => parse_ts_text(s).map(Some),
+                Some(_) => Err(ApiError::bad("timestamp must be a number")),
+            }
+        }
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad(format!("the body is not valid JSON: {e}")))?;
+        let Value::Object(obj) = &v else {
+            return Err(ApiError::bad(
+                "a CellSet must be a JSON object {\"Row\":[...]}",
+            ));
+        };
+        let mut rows = Vec::new();
+        for r in list_of(obj.get("Row"), "Row", "{\"key\":..,\"Cell\":[..]}")? {
+            let Value::Object(r) = r else {
+                return Err(ApiError::bad(
+                    "each Row must be an object {\"key\":..,\"Cell\":[..]}",
+                ));
+            };
+            let key = json_b64(r.get("key"), "row key")?;
+            let mut cells = Vec::new();
+            for c in list_of(r.get("Cell"), "Cell", "{\"column\":..,\"$\":..}")? {
+                let Value::Object(c) = c else {
+                    return Err(ApiError::bad(
+                        "each Cell must be an object {\"column\":..,\"$\":..}",
+                    ));
+                };
+                cells.push(CellIn {
+                    column: json_b64(c.get("column"), "column")?,
+                    timestamp: normalize_ts(json_ts(c.get("timestamp"))?)?,
+                    value: json_b64(c.get("$"), "cell value")?,
+                });
+            }
+            rows.push(RowIn { key, cells });
+        }
+        Ok(rows)
+    }
+
+    /// The same answer from both readers: the same rows, or a 400 with the same message.
+    fn assert_read_as_before(body: &[u8]) {
+        let show = |r: ApiResult<Vec<RowIn>>| match r {
+            Ok(rows) => format!("ok {rows:?}"),
+            Err(e) => format!("{} {e}", actix_web::ResponseError::status_code(&e)),
+        };
+        assert_eq!(
+            show(parse_json(body)),
+            show(parse_json_by_value(body)),
+            "body {:?}",
+            String::from_utf8_lossy(body)
+        );
+    }
+
+    #[test]
+    fn a_json_body_gets_the_answer_a_whole_document_reading_gives_it() {
+        let bodies: Vec<Vec<u8>> = [
+            r#"{"Row":[{"key":"cm93MQ==","Cell":[{"column":"Y2Y6YQ==","timestamp":5,"$":"dg=="}]}]}"#,
+            r#"{"Row":[{"key":"cm93MQ==","Cell":[{"column":"Y2Y6YQ==","$":"dg=="},{"$":""}]},{"Cell":[{"column":"Y2Y6Yg=="}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":"12","$":"dg=="}]}],"extra":[1,{"a":[null,true]}]}"#,
+            r#"{"Row":[{"key":"cm93","key":"cm94","Cell":[{"column":"Y2Y6YQ==","$":"dg==","$":"dw=="}]}],"Row":[]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","$":"dg=="}]}]}"#,
+            r#"{"Row":null}"#,
+            r#"{}"#,
+            r#"{"Row":[{"key":null,"Cell":null}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":null,"timestamp":null,"$":null}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":9223372036854775807,"$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":9223372036854775808,"$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":-1,"$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":1.5,"$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":1e3,"$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":true,"$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":" 7 ","$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","timestamp":"x","$":""}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":5,"$":""}]}]}"#,
+            r#"{"Row":[{"key":["cm93"],"Cell":[]}]}"#,
+            r#"{"Row":[{"key":{"a":1},"Cell":[]}]}"#,
+            r#"{"Row":[{"key":"cm 93","Cell":[]}]}"#,
+            r#"{"Row":[{"key":"cm93
+MQ==","Cell":[]}]}"#,
+            r#"{"Row":[{"key":"cm9
+3MQ==","Cell":[]}]}"#,
+            r#"{"Row":[{"key":"!!","Cell":[{"column":5}]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","$":"dg=="}, 7]}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":{"column":"Y2Y6YQ==","$":""}}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":"x"}]}"#,
+            r#"{"Row":[{"key":"cm93","Cell":7}]}"#,
+            r#"{"Row":{"key":"cm93"}}"#,
+            r#"{"Row":"x"}"#,
+            r#"{"Row":[1,{"key":"!!"}]}"#,
+            r#"{"Row":[[]]}"#,
+            r#"[1]"#,
+            r#""x""#,
+            r#"null"#,
+            r#"{"Row":[]} x"#,
+            r#"{"Row":[],}"#,
+            r#"{"Row":[{"key":"cm93","Cell":[{"column":"Y2Y6YQ==","$":"dg=="}]}]"#,
+            "{\"Row\":[{\"key\":\"\u{00a0}cm93\u{2028}\",\"Cell\":[]}]}",
+        ]
+        .iter()
+        .map(|b| b.as_bytes().to_vec())
+        .collect();
+        let mut all = bodies.clone();
+        // Deep nesting in a field nobody reads: the parser's nesting limit still applies.
+        all.push(format!("{{\"x\":{}1{}}}", "[".repeat(200), "]".repeat(200)).into_bytes());
+        all.push(format!("{{\"x\":{}1{}}}", "[".repeat(100), "]".repeat(100)).into_bytes());
+        // Invalid UTF-8 inside a string of a field nobody reads.
+        all.push(b"{\"x\":\"\xff\",\"Row\":[]}".to_vec());
+        // Every prefix of every body (a body cut off in transit) and every body with one byte
+        // changed to each of the JSON punctuation characters.
+        for b in &bodies {
+            for n in 0..b.len() {
+                all.push(b[..n].to_vec());
+                for c in [b'"', b'{', b'[', b',', b':', b'}', b']', b'1', b'n', b'\\'] {
+                    let mut m = b.clone();
+                    m[n] = c;
+                    all.push(m);
+                }
+            }
+        }
+        for body in &all {
+            assert_read_as_before(body);
         }
     }
 }

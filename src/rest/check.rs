@@ -31,7 +31,9 @@ pub const MAX_IDEMPOTENCY_KEY: usize = 256;
 
 /// The request's idempotency key, if any; 400 if it is empty or too long.
 fn idempotency_key(req: &HttpRequest) -> ApiResult<Option<Vec<u8>>> {
-    let mut values = req.headers().get_all(IDEMPOTENCY_KEY);
+    const NAME: actix_web::http::header::HeaderName =
+        actix_web::http::header::HeaderName::from_static("idempotency-key");
+    let mut values = req.headers().get_all(NAME);
     let Some(v) = values.next() else {
         return Ok(None);
     };
@@ -268,13 +270,16 @@ pub async fn handle(
                 let (family, qualifier) = split_column(&col)?;
                 check_families(&desc, [family.as_slice()])?;
                 check_qualifier(&state.limits, &qualifier)?;
-                let text = String::from_utf8_lossy(&value).into_owned();
-                let amount: i64 = text.parse().map_err(|_| {
-                    ApiError::bad(format!(
-                        "increment amount {text:?} is not a decimal integer (send the base64 of \
-                         its ASCII digits, e.g. \"NQ==\" for 5)"
-                    ))
-                })?;
+                let amount: i64 = std::str::from_utf8(&value)
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .ok_or_else(|| {
+                        let text = String::from_utf8_lossy(&value);
+                        ApiError::bad(format!(
+                            "increment amount {text:?} is not a decimal integer (send the \
+                             base64 of its ASCII digits, e.g. \"NQ==\" for 5)"
+                        ))
+                    })?;
                 columns.push((family, qualifier, amount));
             }
             if columns.is_empty() {
@@ -318,6 +323,6 @@ fn result(
     let repr = negotiate(req, &[Repr::Json, Repr::Xml], Repr::Json)?;
     let body = cellset::render(repr, &[Row { key, cells }]);
     Ok(HttpResponse::Ok()
-        .content_type(repr.content_type())
+        .content_type(repr.header_value())
         .body(body))
 }

@@ -37,6 +37,21 @@ impl Repr {
             Repr::Binary => "application/octet-stream",
         }
     }
+
+    /// [`Repr::content_type`] as a header value, built without parsing or allocating.
+    pub fn header_value(self) -> header::HeaderValue {
+        const JSON: header::HeaderValue = header::HeaderValue::from_static("application/json");
+        const XML: header::HeaderValue = header::HeaderValue::from_static("text/xml");
+        const TEXT: header::HeaderValue = header::HeaderValue::from_static("text/plain");
+        const BINARY: header::HeaderValue =
+            header::HeaderValue::from_static("application/octet-stream");
+        match self {
+            Repr::Json => JSON,
+            Repr::Xml => XML,
+            Repr::Text => TEXT,
+            Repr::Binary => BINARY,
+        }
+    }
 }
 
 fn essence(mime: &str) -> String {
@@ -57,10 +72,15 @@ pub fn negotiate(req: &HttpRequest, offered: &[Repr], default: Repr) -> ApiResul
     else {
         return Ok(default);
     };
-    let mut ranges: Vec<(f32, usize, String)> = Vec::new();
-    for (i, part) in accept.split(',').enumerate() {
+    // The ranges by falling q, the earlier first among equals; the first that names something
+    // offered wins. Kept as the best so far in one pass: a later range wins only with a
+    // strictly higher q.
+    let dflt = [default];
+    let mut any_range = false;
+    let mut best: Option<(f32, Repr)> = None;
+    for part in accept.split(',') {
         let mut pieces = part.split(';');
-        let mime = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mime = pieces.next().unwrap_or("").trim();
         if mime.is_empty() {
             continue;
         }
@@ -70,28 +90,40 @@ pub fn negotiate(req: &HttpRequest, offered: &[Repr], default: Repr) -> ApiResul
                 q = v.trim().parse().unwrap_or(0.0);
             }
         }
-        if q > 0.0 {
-            ranges.push((q, i, mime));
+        if q.is_nan() || q <= 0.0 {
+            continue;
         }
-    }
-    if ranges.is_empty() {
-        return Ok(default);
-    }
-    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, _, mime) in &ranges {
-        let candidates: &[Repr] = match mime.as_str() {
-            "*/*" => &[default],
-            "application/json" => &[Repr::Json],
-            "text/xml" | "application/xml" => &[Repr::Xml],
-            "text/plain" => &[Repr::Text],
-            "application/octet-stream" => &[Repr::Binary],
-            "application/*" => &[Repr::Json, Repr::Binary, Repr::Xml],
-            "text/*" => &[Repr::Text, Repr::Xml],
-            _ => &[],
+        any_range = true;
+        if best.is_some_and(|(b, _)| q <= b) {
+            continue;
+        }
+        let is = |m: &str| mime.eq_ignore_ascii_case(m);
+        let candidates: &[Repr] = if is("*/*") {
+            &dflt
+        } else if is("application/json") {
+            &[Repr::Json]
+        } else if is("text/xml") || is("application/xml") {
+            &[Repr::Xml]
+        } else if is("text/plain") {
+            &[Repr::Text]
+        } else if is("application/octet-stream") {
+            &[Repr::Binary]
+        } else if is("application/*") {
+            &[Repr::Json, Repr::Binary, Repr::Xml]
+        } else if is("text/*") {
+            &[Repr::Text, Repr::Xml]
+        } else {
+            &[]
         };
         if let Some(r) = candidates.iter().find(|r| offered.contains(r)) {
-            return Ok(*r);
+            best = Some((q, *r));
         }
+    }
+    if !any_range {
+        return Ok(default);
+    }
+    if let Some((_, r)) = best {
+        return Ok(r);
     }
     Err(ApiError::NotAcceptable(format!(
         "cannot produce {accept}; this resource is available as {}",
@@ -256,12 +288,21 @@ pub fn b64_decode(s: &str, what: &str) -> ApiResult<Vec<u8>> {
     let t = s.trim();
     let invalid =
         |why: String| ApiError::bad(format!("{what} is not valid base64 ({why}): {t:.40}"));
-    if let Some(i) = t.find([' ', '\t']) {
-        return Err(invalid(format!(
-            "it holds a space or tab at byte {i}; send the base64 without white space"
-        )));
+    // One pass over the bytes: a space or tab anywhere is refused first, whatever line breaks
+    // come before it (ASCII bytes never occur inside a multi-byte character).
+    let mut breaks = false;
+    for (i, &b) in t.as_bytes().iter().enumerate() {
+        match b {
+            b' ' | b'\t' => {
+                return Err(invalid(format!(
+                    "it holds a space or tab at byte {i}; send the base64 without white space"
+                )))
+            }
+            b'\n' | b'\r' => breaks = true,
+            _ => {}
+        }
     }
-    let joined: std::borrow::Cow<'_, str> = if t.bytes().any(|b| b == b'\n' || b == b'\r') {
+    let joined: std::borrow::Cow<'_, str> = if breaks {
         let mut joined = String::with_capacity(t.len());
         for (i, c) in t.char_indices() {
             if c == '\n' || c == '\r' {
@@ -290,7 +331,18 @@ pub fn b64_encode(bytes: &[u8]) -> String {
 
 /// [`b64_encode`], appended to `out` (no intermediate string).
 pub fn b64_encode_into(bytes: &[u8], out: &mut String) {
-    base64::engine::general_purpose::STANDARD.encode_string(bytes, out);
+    // Through a small stack buffer: the engine's own `encode_string` zeroes a 1 KB buffer on
+    // every call, more work than encoding a short key or value. 192 input bytes (a multiple
+    // of 3, so that only the last piece is padded) fill 256 output bytes.
+    const PIECE: usize = 192;
+    let mut buf = [0u8; PIECE / 3 * 4];
+    out.reserve(bytes.len().div_ceil(3) * 4);
+    for piece in bytes.chunks(PIECE) {
+        let n = base64::engine::general_purpose::STANDARD
+            .encode_slice(piece, &mut buf)
+            .expect("256 bytes hold the base64 of 192");
+        out.push_str(std::str::from_utf8(&buf[..n]).expect("base64 is ASCII"));
+    }
 }
 
 /// How row keys and columns are written in a URL (`e=` / `Encoding:`; HBASE-28174).
@@ -307,21 +359,28 @@ pub enum KeyEncoding {
 impl KeyEncoding {
     /// From the `e` query parameter, else the `Encoding` header.
     pub fn from_request(req: &HttpRequest, query: &Query) -> ApiResult<KeyEncoding> {
+        const ENCODING: header::HeaderName = header::HeaderName::from_static("encoding");
         let value = match query.first("e") {
-            Some(v) => Some(v.to_string()),
+            Some(v) => Some(v),
             None => req
                 .headers()
-                .get("Encoding")
+                .get(ENCODING)
                 .and_then(|v| v.to_str().ok())
-                .map(|s| s.trim().to_string()),
+                .map(str::trim),
         };
-        match value.as_deref().map(str::to_ascii_lowercase).as_deref() {
-            None | Some("") => Ok(KeyEncoding::Plain),
-            Some("b64" | "base64" | "b64url" | "base64url") => Ok(KeyEncoding::Base64Url),
-            Some("b64basic") => Ok(KeyEncoding::Base64Basic),
-            Some(other) => Err(ApiError::bad(format!(
-                "unknown key encoding {other:?}; use b64, base64, b64url, base64url or b64basic"
-            ))),
+        let Some(value) = value.filter(|v| !v.is_empty()) else {
+            return Ok(KeyEncoding::Plain);
+        };
+        let is = |name: &str| value.eq_ignore_ascii_case(name);
+        if is("b64") || is("base64") || is("b64url") || is("base64url") {
+            Ok(KeyEncoding::Base64Url)
+        } else if is("b64basic") {
+            Ok(KeyEncoding::Base64Basic)
+        } else {
+            Err(ApiError::bad(format!(
+                "unknown key encoding {:?}; use b64, base64, b64url, base64url or b64basic",
+                value.to_ascii_lowercase()
+            )))
         }
     }
 
@@ -343,6 +402,9 @@ impl KeyEncoding {
 /// Java `URLDecoder.decode`: `+` becomes a space, `%XX` a byte; a malformed escape is a 400.
 pub fn url_decode(s: &str) -> ApiResult<Vec<u8>> {
     let b = s.as_bytes();
+    if !b.iter().any(|&c| c == b'%' || c == b'+') {
+        return Ok(b.to_vec());
+    }
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -372,6 +434,20 @@ pub fn url_decode(s: &str) -> ApiResult<Vec<u8>> {
     Ok(out)
 }
 
+/// [`url_decode`] as text, invalid UTF-8 replaced (U+FFFD); borrowed when `s` has nothing to
+/// decode.
+pub fn url_decode_str(s: &str) -> ApiResult<std::borrow::Cow<'_, str>> {
+    if !s.bytes().any(|c| c == b'%' || c == b'+') {
+        return Ok(std::borrow::Cow::Borrowed(s));
+    }
+    Ok(std::borrow::Cow::Owned(lossy_string(url_decode(s)?)))
+}
+
+/// The bytes as a string, invalid UTF-8 replaced (U+FFFD), without a copy when they are valid.
+fn lossy_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 /// A parsed query string: decoded `(name, value)` pairs in order, repeats kept.
 #[derive(Clone, Debug, Default)]
 pub struct Query(pub Vec<(String, String)>);
@@ -382,8 +458,8 @@ impl Query {
         let mut pairs = Vec::new();
         for part in q.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            let k = String::from_utf8_lossy(&url_decode(k)?).into_owned();
-            let v = String::from_utf8_lossy(&url_decode(v)?).into_owned();
+            let k = lossy_string(url_decode(k)?);
+            let v = lossy_string(url_decode(v)?);
             pairs.push((k, v));
         }
         Ok(Query(pairs))
@@ -545,5 +621,25 @@ mod tests {
         assert_eq!(b64_decode("cm93MQ", "key").expect("valid"), b"row1");
         assert!(b64_decode("!!", "key").is_err());
         assert_eq!(b64_encode(b"row1"), "cm93MQ==");
+    }
+
+    #[test]
+    fn base64_encoding_into_a_string_matches_the_standard_engine_at_every_length() {
+        let bytes: Vec<u8> = (0..700u32).map(|i| (i * 7 + 3) as u8).collect();
+        for n in 0..bytes.len() {
+            let mut out = String::from("x");
+            b64_encode_into(&bytes[..n], &mut out);
+            assert_eq!(
+                out[1..],
+                base64::engine::general_purpose::STANDARD.encode(&bytes[..n]),
+                "{n} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_space_is_named_before_a_line_break_that_splits_a_unit() {
+        let err = b64_decode("cm9\n3M Q==", "row key").expect_err("space");
+        assert!(err.to_string().contains("space or tab at byte 6"), "{err}");
     }
 }

@@ -28,7 +28,7 @@ const ALL: &[Repr] = &[Repr::Text, Repr::Xml, Repr::Json];
 /// A response with the exact Content-Type of `repr`.
 pub fn respond(repr: Repr, body: String) -> HttpResponse {
     HttpResponse::Ok()
-        .content_type(repr.content_type())
+        .content_type(repr.header_value())
         .body(body)
 }
 

@@ -5,7 +5,7 @@
 //! # Layout
 //! - [`media`]: content negotiation, base64, URL decoding, query strings, body limits.
 //! - [`rowspec`]: the path grammar `{row}[,{end}]/{cols}/{ts}[,{ts2}]`.
-//! - [`cellset`]: the CellSet model in JSON and XML.
+//! - [`cellset`]: the CellSet model in JSON and XML; [`cellset_json`] reads a JSON body.
 //! - [`meta`]: table list, versions, cluster status, namespaces.
 //! - [`schema`]: `/{t}/schema`, `/{t}/exists`, `/{t}/regions`.
 //! - [`params`]: request parameters shared by rows, `check=` and scanners (limits, columns,
@@ -27,6 +27,7 @@
 //!    the open scanners' positions.
 
 pub mod cellset;
+pub mod cellset_json;
 pub mod check;
 pub mod filters;
 pub mod media;
@@ -104,8 +105,8 @@ async fn dispatch(
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> ApiResult<HttpResponse> {
-    let path = req.uri().path().to_string();
-    let trimmed = path.strip_prefix('/').unwrap_or(&path);
+    let path = req.uri().path();
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
     let (first_raw, rest) = match trimmed.split_once('/') {
         Some((a, b)) => (a, Some(b)),
         None => (trimmed, None),
@@ -118,8 +119,8 @@ async fn dispatch(
             Err(ApiError::NotFound)
         };
     }
-    let first = String::from_utf8_lossy(&media::url_decode(first_raw)?).into_owned();
-    match first.as_str() {
+    let first = media::url_decode_str(first_raw)?;
+    match &*first {
         "version" => return only_get(&method, meta::version(&req, rest.unwrap_or(""))),
         "status" => {
             return only_get(
@@ -131,8 +132,8 @@ async fn dispatch(
         _ => {}
     }
     // `default:t` is the same table as `t` (HBase's default namespace).
-    let table = first.strip_prefix("default:").unwrap_or(&first).to_string();
-    check_table_name(&table)?;
+    let table = first.strip_prefix("default:").unwrap_or(&first);
+    check_table_name(table)?;
     let rest = rest.unwrap_or("");
     let (second, after) = match rest.split_once('/') {
         Some((a, b)) => (a, Some(b)),
@@ -140,26 +141,26 @@ async fn dispatch(
     };
     match second {
         "" if after.is_none() => Err(ApiError::NotFound),
-        "schema" => schema::handle(&req, payload, &state, &table).await,
-        "exists" => only_get(&method, schema::exists(&state, &table).await),
-        "regions" => only_get(&method, schema::regions(&req, &state, &table).await),
-        "scanner" => scanners::handle(&req, payload, &state, &table, after.unwrap_or("")).await,
+        "schema" => schema::handle(&req, payload, &state, table).await,
+        "exists" => only_get(&method, schema::exists(&state, table).await),
+        "regions" => only_get(&method, schema::regions(&req, &state, table).await),
+        "scanner" => scanners::handle(&req, payload, &state, table, after.unwrap_or("")).await,
         s if s.starts_with("multiget") => {
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::MethodNotAllowed("GET, HEAD"));
             }
-            rows::multiget(&req, &state, &table, after.unwrap_or("")).await
+            rows::multiget(&req, &state, table, after.unwrap_or("")).await
         }
         _ if rest.ends_with('*') => {
             if method != Method::GET && method != Method::HEAD {
                 return Err(ApiError::MethodNotAllowed("GET, HEAD"));
             }
-            scanners::stateless(&req, &state, &table, &rest[..rest.len() - 1]).await
+            scanners::stateless(&req, &state, table, &rest[..rest.len() - 1]).await
         }
         _ => match method {
-            Method::GET | Method::HEAD => rows::get(&req, &state, &table, rest).await,
-            Method::PUT | Method::POST => rows::put(&req, payload, &state, &table, rest).await,
-            Method::DELETE => rows::delete(&req, &state, &table, rest).await,
+            Method::GET | Method::HEAD => rows::get(&req, &state, table, rest).await,
+            Method::PUT | Method::POST => rows::put(&req, payload, &state, table, rest).await,
+            Method::DELETE => rows::delete(&req, &state, table, rest).await,
             _ => Err(ApiError::MethodNotAllowed("GET, HEAD, PUT, POST, DELETE")),
         },
     }

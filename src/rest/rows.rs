@@ -107,14 +107,14 @@ pub async fn get(
         return binary_cell(row);
     }
     Ok(HttpResponse::Ok()
-        .content_type(repr.content_type())
+        .content_type(repr.header_value())
         .body(cellset::render(repr, &[row])))
 }
 
 fn binary_cell(row: Row) -> ApiResult<HttpResponse> {
     let cell = row.cells.into_iter().next().ok_or(ApiError::NotFound)?;
     let mut resp = HttpResponse::Ok()
-        .content_type(Repr::Binary.content_type())
+        .content_type(Repr::Binary.header_value())
         .insert_header(("X-Timestamp", cell.timestamp.to_string()))
         .body(cell.value);
     // HBase's Java tests compare header names case-sensitively ("X-Timestamp").
@@ -385,6 +385,6 @@ pub async fn multiget(
         return Err(ApiError::NotFound);
     }
     Ok(HttpResponse::Ok()
-        .content_type(repr.content_type())
+        .content_type(repr.header_value())
         .body(cellset::render(repr, &rows)))
 }

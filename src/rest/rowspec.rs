@@ -79,10 +79,10 @@ impl RowSpec {
         let (row, end_row, glob) = Self::parse_rows(row_seg, enc)?;
         let mut columns = Vec::new();
         if !col_seg.is_empty() {
-            let pieces: Vec<&str> = col_seg.split(',').collect();
-            for (i, p) in pieces.iter().enumerate() {
+            let count = col_seg.split(',').count();
+            for (i, p) in col_seg.split(',').enumerate() {
                 if p.is_empty() {
-                    if i + 1 == pieces.len() {
+                    if i + 1 == count {
                         continue; // a trailing comma, as HBase tolerates
                     }
                     return Err(ApiError::bad("invalid path: empty column between commas"));
@@ -129,9 +129,14 @@ impl RowSpec {
             Some((a, b)) => (a, Some(b)),
             None => (seg, None),
         };
-        let glob = match enc {
-            KeyEncoding::Plain => url_decode(start_raw)?.last() == Some(&b'*'),
-            _ => start_raw.ends_with('*'),
+        // Plain keys are decoded once, here; the others after the glob test.
+        let plain = match enc {
+            KeyEncoding::Plain => Some(url_decode(start_raw)?),
+            _ => None,
+        };
+        let glob = match &plain {
+            Some(p) => p.last() == Some(&b'*'),
+            None => start_raw.ends_with('*'),
         };
         if glob {
             if end_raw.is_some() {
@@ -139,20 +144,22 @@ impl RowSpec {
                     "invalid path: start row specified with wildcard",
                 ));
             }
-            let prefix = match enc {
-                KeyEncoding::Plain => {
-                    let mut p = url_decode(start_raw)?;
+            let prefix = match plain {
+                Some(mut p) => {
                     p.pop();
                     p
                 }
-                _ => decode_piece(&start_raw[..start_raw.len() - 1], enc, "row key")?,
+                None => decode_piece(&start_raw[..start_raw.len() - 1], enc, "row key")?,
             };
             // HBase's glob end row: the prefix followed by one 0xFF byte.
             let mut end = prefix.clone();
             end.push(0xFF);
             return Ok((prefix, Some(end), true));
         }
-        let row = decode_piece(start_raw, enc, "row key")?;
+        let row = match plain {
+            Some(p) => p,
+            None => decode_piece(start_raw, enc, "row key")?,
+        };
         if row.is_empty() && end_raw.is_none() {
             return Err(ApiError::bad("the row key in the path is empty"));
         }

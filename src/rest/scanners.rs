@@ -587,7 +587,7 @@ async fn next(
         };
         let cell = row.cells.into_iter().next().ok_or(ApiError::NotFound)?;
         let mut resp = HttpResponse::Ok()
-            .content_type(Repr::Binary.content_type())
+            .content_type(Repr::Binary.header_value())
             .insert_header(("X-Row", b64_encode(&row.key)))
             .insert_header(("X-Column", b64_encode(&cellset::column_bytes(&cell))))
             .insert_header(("X-Timestamp", cell.timestamp.to_string()))
@@ -602,7 +602,7 @@ async fn next(
     }
     if !capped {
         return Ok(HttpResponse::Ok()
-            .content_type(repr.content_type())
+            .content_type(repr.header_value())
             .body(cellset::render(repr, &rows)));
     }
     // More than one piece: stream the rest, taking the scanner for each piece only, so that a
@@ -660,7 +660,7 @@ async fn next(
         },
     );
     Ok(HttpResponse::Ok()
-        .content_type(repr.content_type())
+        .content_type(repr.header_value())
         .streaming(stream))
 }
 
@@ -789,7 +789,7 @@ pub async fn stream_rows(
         Some((Ok::<_, actix_web::Error>(web::Bytes::from(out)), st))
     });
     Ok(HttpResponse::Ok()
-        .content_type(repr.content_type())
+        .content_type(repr.header_value())
         .streaming(stream))
 }
 
