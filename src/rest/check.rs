@@ -109,7 +109,7 @@ pub async fn handle(
         )));
     }
     let row = rows.remove(0);
-    let key = match row.key {
+    let mut key = match row.key {
         Some(k) => k,
         None => match spec {
             Ok(s) => s.write_row()?,
@@ -250,7 +250,12 @@ pub async fn handle(
                 .append_keyed(
                     table,
                     Append {
-                        row: key.clone(),
+                        // The key is needed again only to answer the new values.
+                        row: if rr {
+                            key.clone()
+                        } else {
+                            std::mem::take(&mut key)
+                        },
                         columns,
                         max_value: Some(state.limits.max_value),
                     },
@@ -289,7 +294,12 @@ pub async fn handle(
                 .increment_keyed(
                     table,
                     Increment {
-                        row: key.clone(),
+                        // The key is needed again only to answer the new values.
+                        row: if rr {
+                            key.clone()
+                        } else {
+                            std::mem::take(&mut key)
+                        },
                         columns,
                     },
                     idem,

@@ -54,12 +54,10 @@ impl Repr {
     }
 }
 
-fn essence(mime: &str) -> String {
-    mime.split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+/// The media type of a Content-Type without its parameters (`text/xml; charset=..` is
+/// `text/xml`), as sent; compare it without regard to ASCII case.
+fn essence(mime: &str) -> &str {
+    mime.split(';').next().unwrap_or("").trim()
 }
 
 /// Picks the response representation from the `Accept` header among `offered`; no header or
@@ -143,21 +141,29 @@ pub fn body_repr(req: &HttpRequest, body: &[u8], offered: &[Repr]) -> ApiResult<
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(essence);
-    let repr = match ct.as_deref() {
+    let repr = match ct {
         None | Some("") => match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'<') => Some(Repr::Xml),
             _ => Some(Repr::Json),
         },
-        Some("application/json") => Some(Repr::Json),
-        Some("text/xml") | Some("application/xml") => Some(Repr::Xml),
-        Some("application/octet-stream") => Some(Repr::Binary),
-        Some(_) => None,
+        Some(ct) => {
+            let is = |m: &str| ct.eq_ignore_ascii_case(m);
+            if is("application/json") {
+                Some(Repr::Json)
+            } else if is("text/xml") || is("application/xml") {
+                Some(Repr::Xml)
+            } else if is("application/octet-stream") {
+                Some(Repr::Binary)
+            } else {
+                None
+            }
+        }
     };
     match repr {
         Some(r) if offered.contains(&r) => Ok(r),
         _ => Err(ApiError::UnsupportedMediaType(format!(
             "Content-Type {} is not supported here; send one of {}",
-            ct.unwrap_or_default(),
+            ct.unwrap_or_default().to_ascii_lowercase(),
             offered
                 .iter()
                 .map(|r| r.content_type())
@@ -196,26 +202,38 @@ pub enum BodyError {
 }
 
 /// Collects a request body of at most `max` bytes, pausing at most `idle` between chunks: the
-/// one reading loop of the REST API ([`read_body`]) and the applications (`read_json`).
+/// one reading loop of the REST API ([`read_body`]) and the applications (`read_json`). A body
+/// that arrives in one chunk (most do) is kept as it came, without a copy.
 pub async fn collect_body<S, E>(
     body: &mut S,
     max: usize,
     idle: Duration,
     capacity: usize,
-) -> Result<web::BytesMut, BodyError>
+) -> Result<web::Bytes, BodyError>
 where
     S: futures::Stream<Item = Result<web::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut buf = web::BytesMut::with_capacity(capacity.min(max));
+    // The body while it is one chunk; `buf` once a second one arrives.
+    let mut whole: Option<web::Bytes> = None;
+    let mut buf = web::BytesMut::new();
     while let Some(chunk) = next_chunk(body, idle).await.map_err(BodyError::Stalled)? {
         let chunk = chunk.map_err(|e| BodyError::Read(e.to_string()))?;
-        if buf.len() + chunk.len() > max {
+        let have = whole.as_ref().map_or(buf.len(), web::Bytes::len);
+        if have + chunk.len() > max {
             return Err(BodyError::TooLarge);
         }
-        buf.extend_from_slice(&chunk);
+        if let Some(first) = whole.take() {
+            buf.reserve(capacity.min(max).max(have + chunk.len()));
+            buf.extend_from_slice(&first);
+            buf.extend_from_slice(&chunk);
+        } else if buf.is_empty() {
+            whole = Some(chunk);
+        } else {
+            buf.extend_from_slice(&chunk);
+        }
     }
-    Ok(buf)
+    Ok(whole.unwrap_or_else(|| buf.freeze()))
 }
 
 /// The body length a request declares in `Content-Length`, if it declares a valid one: a body
@@ -267,7 +285,7 @@ pub async fn read_body(
     let idle = Duration::from_secs(limits.body_idle_secs);
     let capacity = declared.unwrap_or(0) as usize;
     match collect_body(&mut payload, limits.max_body, idle, capacity).await {
-        Ok(buf) => Ok(buf.freeze()),
+        Ok(body) => Ok(body),
         Err(BodyError::TooLarge) => Err(too_large()),
         Err(BodyError::Stalled(m)) => Err(ApiError::RequestTimeout(m)),
         Err(BodyError::Read(e)) => Err(ApiError::bad(format!("cannot read the body: {e}"))),
@@ -641,5 +659,48 @@ mod tests {
     fn a_space_is_named_before_a_line_break_that_splits_a_unit() {
         let err = b64_decode("cm9\n3M Q==", "row key").expect_err("space");
         assert!(err.to_string().contains("space or tab at byte 6"), "{err}");
+    }
+
+    async fn collect(chunks: &[&[u8]], max: usize) -> Result<web::Bytes, String> {
+        let mut body = futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok::<_, String>(web::Bytes::copy_from_slice(c)))
+                .collect::<Vec<_>>(),
+        );
+        collect_body(&mut body, max, Duration::from_secs(5), 0)
+            .await
+            .map_err(|e| match e {
+                BodyError::TooLarge => "too large".to_string(),
+                BodyError::Stalled(m) | BodyError::Read(m) => m,
+            })
+    }
+
+    #[actix_web::test]
+    async fn a_body_is_collected_whole_however_it_is_cut_into_chunks() {
+        let cases: &[&[&[u8]]] = &[
+            &[],
+            &[b""],
+            &[b"abc"],
+            &[b"", b"abc"],
+            &[b"ab", b"c"],
+            &[b"a", b"", b"b", b"c"],
+            &[b"", b"", b"abc", b""],
+        ];
+        for chunks in cases {
+            let want: Vec<u8> = chunks.concat();
+            assert_eq!(
+                collect(chunks, 3).await.as_deref(),
+                Ok(&want[..]),
+                "{chunks:?}"
+            );
+        }
+        for chunks in [&[&b"abcd"[..]][..], &[b"ab", b"cd"], &[b"abc", b"", b"d"]] {
+            assert_eq!(
+                collect(chunks, 3).await,
+                Err("too large".to_string()),
+                "{chunks:?}"
+            );
+        }
     }
 }
