@@ -270,10 +270,21 @@ fn column_into(c: &Cell, col: &mut Vec<u8>) {
     col.extend_from_slice(&c.qualifier);
 }
 
-/// Appends the base64 of a cell's `family:qualifier`, built in `scratch`.
+/// Appends the base64 of a cell's `family:qualifier`, built on the stack when it is short
+/// (a family and qualifier of a few bytes), else in `scratch`.
 fn push_b64_column(out: &mut String, scratch: &mut Vec<u8>, c: &Cell) {
-    column_into(c, scratch);
-    b64_encode_into(scratch, out);
+    let len = c.family.len() + 1 + c.qualifier.len();
+    let mut small = [0u8; 64];
+    if len <= small.len() {
+        let f = c.family.len();
+        small[..f].copy_from_slice(&c.family);
+        small[f] = b':';
+        small[f + 1..len].copy_from_slice(&c.qualifier);
+        b64_encode_into(&small[..len], out);
+    } else {
+        column_into(c, scratch);
+        b64_encode_into(scratch, out);
+    }
 }
 
 /// Appends one JSON row object (`{"key":..,"Cell":[..]}`).
@@ -402,6 +413,22 @@ mod tests {
             .collect();
         for repr in [Repr::Json, Repr::Xml] {
             assert!(render(repr, &rows).len() <= rendered_len(&rows), "{repr:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_column_is_rendered_as_the_base64_of_family_colon_qualifier() {
+        for q in [62usize, 63, 64, 65, 300] {
+            let qualifier = "q".repeat(q);
+            let rows = vec![Row {
+                key: b"r".to_vec(),
+                cells: vec![cell(&qualifier, 1, "v")],
+            }];
+            let want = super::super::media::b64_encode(format!("cf:{qualifier}").as_bytes());
+            assert!(
+                render(Repr::Json, &rows).contains(&format!("\"column\":\"{want}\"")),
+                "qualifier of {q} bytes"
+            );
         }
     }
 

@@ -15,7 +15,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest};
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, Engine};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::time::Duration;
 
 /// A representation of a resource.
@@ -180,6 +180,10 @@ pub async fn next_chunk<S: futures::Stream + Unpin>(
     body: &mut S,
     idle: Duration,
 ) -> Result<Option<S::Item>, String> {
+    // A chunk that is already here (most bodies arrive with their head) needs no timer.
+    if let Some(ready) = body.next().now_or_never() {
+        return Ok(ready);
+    }
     actix_web::rt::time::timeout(idle, body.next())
         .await
         .map_err(|_| {
@@ -695,6 +699,15 @@ mod tests {
                 "{chunks:?}"
             );
         }
+        // Chunks that are not there yet when asked for are waited for.
+        let mut late = Box::pin(
+            futures::stream::iter([&b"ab"[..], b"c"]).then(|c| async move {
+                actix_web::rt::task::yield_now().await;
+                Ok::<_, String>(web::Bytes::from_static(c))
+            }),
+        );
+        let got = collect_body(&mut late, 3, Duration::from_secs(5), 0).await;
+        assert!(matches!(got.as_deref(), Ok(b"abc")));
         for chunks in [&[&b"abcd"[..]][..], &[b"ab", b"cd"], &[b"abc", b"", b"d"]] {
             assert_eq!(
                 collect(chunks, 3).await,
