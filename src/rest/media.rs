@@ -16,6 +16,7 @@ use actix_web::{web, HttpRequest};
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, Engine};
 use futures::{FutureExt, StreamExt};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// A representation of a resource.
@@ -458,11 +459,11 @@ pub fn url_decode(s: &str) -> ApiResult<Vec<u8>> {
 
 /// [`url_decode`] as text, invalid UTF-8 replaced (U+FFFD); borrowed when `s` has nothing to
 /// decode.
-pub fn url_decode_str(s: &str) -> ApiResult<std::borrow::Cow<'_, str>> {
+pub fn url_decode_str(s: &str) -> ApiResult<Cow<'_, str>> {
     if !s.bytes().any(|c| c == b'%' || c == b'+') {
-        return Ok(std::borrow::Cow::Borrowed(s));
+        return Ok(Cow::Borrowed(s));
     }
-    Ok(std::borrow::Cow::Owned(lossy_string(url_decode(s)?)))
+    Ok(Cow::Owned(lossy_string(url_decode(s)?)))
 }
 
 /// The bytes as a string, invalid UTF-8 replaced (U+FFFD), without a copy when they are valid.
@@ -470,42 +471,38 @@ fn lossy_string(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// A parsed query string: decoded `(name, value)` pairs in order, repeats kept.
+/// A parsed query string: decoded `(name, value)` pairs in order, repeats kept. A name or value
+/// without an escape borrows the request's query string.
 #[derive(Clone, Debug, Default)]
-pub struct Query(pub Vec<(String, String)>);
+pub struct Query<'a>(pub Vec<(Cow<'a, str>, Cow<'a, str>)>);
 
-impl Query {
+impl<'a> Query<'a> {
     /// Parses `a=1&b=2&a=3`. Undecodable escapes are a 400.
-    pub fn parse(q: &str) -> ApiResult<Query> {
+    pub fn parse(q: &'a str) -> ApiResult<Query<'a>> {
         let mut pairs = Vec::new();
         for part in q.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            let k = lossy_string(url_decode(k)?);
-            let v = lossy_string(url_decode(v)?);
-            pairs.push((k, v));
+            pairs.push((url_decode_str(k)?, url_decode_str(v)?));
         }
         Ok(Query(pairs))
     }
 
     /// From the request's raw query string.
-    pub fn of(req: &HttpRequest) -> ApiResult<Query> {
+    pub fn of(req: &'a HttpRequest) -> ApiResult<Query<'a>> {
         Query::parse(req.query_string())
     }
 
     /// The first value of `name`.
     pub fn first(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| &**v)
     }
 
     /// Every value of `name`, in order.
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn all<'b>(&'b self, name: &'b str) -> impl Iterator<Item = &'b str> + 'b {
         self.0
             .iter()
             .filter(move |(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| &**v)
     }
 
     /// True if `name` is present.
