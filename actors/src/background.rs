@@ -52,21 +52,27 @@ pub(crate) fn run_now<T: Send + 'static>(
 /// Compactions running at normal priority now, in the whole process (see [`run_compaction`]).
 static URGENT_COMPACTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// How many compactions may run at normal priority at once: half the machine's cores, one at
+/// least.
+fn urgent_compaction_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
 /// Run a compaction: at low priority, as [`run`], unless `behind` (its region holds too many
-/// segments, `CompactionTask::is_behind`) and fewer compactions than the machine has cores run
-/// at normal priority already: then at normal priority, so that a load keeping every core busy
+/// segments, `CompactionTask::is_behind`) and fewer than [`urgent_compaction_slots`] run at
+/// normal priority already: then at normal priority, so that a load keeping every core busy
 /// shares the CPU with it instead of starving it. The cap keeps compactions of many regions
-/// from taking the whole machine from the requests.
+/// from taking more than half the machine from the requests.
 pub(crate) fn run_compaction<T: Send + 'static>(
     behind: bool,
     job: impl FnOnce() -> T + Send + 'static,
 ) -> impl Future<Output = Result<T, ActorError>> {
     use std::sync::atomic::Ordering;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let slots = urgent_compaction_slots();
     let urgent = behind
         && URGENT_COMPACTIONS
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < cores).then_some(n + 1)
+                (n < slots).then_some(n + 1)
             })
             .is_ok();
     run_at("compaction", !urgent, move || {
@@ -212,19 +218,19 @@ mod tests {
         assert_eq!(rustix::process::getpriority_process(None).unwrap(), before);
     }
 
-    /// A compaction that is behind runs at the caller's priority, as many at once as the
-    /// machine has cores; one more, or one that is not behind, runs lower. (The only test that
+    /// A compaction that is behind runs at the caller's priority, as many at once as
+    /// `urgent_compaction_slots`; one more, or one that is not behind, runs lower. (The only test that
     /// starts compactions in this binary: the process-wide count is this test's alone.)
     #[cfg(target_os = "linux")]
     #[actix_rt::test]
-    async fn behind_compactions_run_at_the_callers_priority_up_to_one_per_core() {
+    async fn behind_compactions_run_at_the_callers_priority_up_to_half_the_cores() {
         let before = rustix::process::getpriority_process(None).unwrap();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let slots = urgent_compaction_slots();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let release_rx = std::sync::Arc::new(parking_lot::Mutex::new(release_rx));
         let (nice_tx, mut nice_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut jobs = Vec::new();
-        for _ in 0..cores + 1 {
+        for _ in 0..slots + 1 {
             let (release_rx, nice_tx) = (release_rx.clone(), nice_tx.clone());
             jobs.push(run_compaction(true, move || {
                 let _ = nice_tx.send(rustix::process::getpriority_process(None).unwrap());
@@ -235,17 +241,17 @@ mod tests {
         }
         let running: Vec<_> = jobs.into_iter().map(actix_rt::spawn).collect();
         let mut seen = Vec::new();
-        for _ in 0..cores + 1 {
+        for _ in 0..slots + 1 {
             seen.push(nice_rx.recv().await.unwrap());
         }
-        for _ in 0..cores + 1 {
+        for _ in 0..slots + 1 {
             release_tx.send(()).unwrap();
         }
         for job in running {
             job.await.unwrap().unwrap();
         }
         seen.sort();
-        let mut expected = vec![before; cores];
+        let mut expected = vec![before; slots];
         expected.push(background_nice(before));
         assert_eq!(seen, expected);
         let relaxed = run_compaction(false, || {
