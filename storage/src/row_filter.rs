@@ -74,9 +74,16 @@ impl RowFilter {
     /// False only if `row` was never inserted.
     #[inline]
     pub fn may_contain(&self, row: &[u8]) -> bool {
+        self.may_contain_hash(row_hash(row))
+    }
+
+    /// [`RowFilter::may_contain`] for a row whose [`row_hash`] is `h`: a read that consults
+    /// many segments hashes its row once.
+    #[inline]
+    pub fn may_contain_hash(&self, h: u64) -> bool {
         match self {
-            RowFilter::Blocked(f) => f.may_contain(row_hash(row)),
-            RowFilter::Legacy(f) => f.may_contain(row_hash(row)),
+            RowFilter::Blocked(f) => f.may_contain(h),
+            RowFilter::Legacy(f) => f.may_contain(h),
         }
     }
 
@@ -157,18 +164,20 @@ impl BlockedBloom {
         }
     }
 
+    /// Tests every probe without an early exit: no branch waits for the line's load, so the
+    /// CPU overlaps the cache misses of the filters of all the segments a read consults
+    /// (one miss each) instead of taking them one after the other.
     #[inline]
     pub fn may_contain(&self, h: u64) -> bool {
         let line = &self.lines[self.line(h)];
         let mut g = h as u32;
+        let mut all = 1u64;
         for _ in 0..self.probes {
             let bit = g >> 23;
-            if line.0[(bit >> 6) as usize] & (1 << (bit & 63)) == 0 {
-                return false;
-            }
+            all &= line.0[(bit >> 6) as usize] >> (bit & 63);
             g = g.wrapping_mul(0x9E37_79B9);
         }
-        true
+        all & 1 == 1
     }
 
     /// `[u32 tag "BLK1"][u32 probes][lines × 64 bytes]`, each line as eight u64 LE words.

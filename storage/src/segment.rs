@@ -341,12 +341,68 @@ struct BlockHandle {
     row_at: usize,
 }
 
+/// The blocks' last rows (ascending) as 8-byte keys: the bytes that follow the prefix all
+/// of them share, big-endian, zero-padded. A binary search over these keys touches one small
+/// array instead of a block handle and a row in the file per step; the full rows are compared
+/// only where keys are equal.
+///
+/// # Invariants
+/// 1. Every last row starts with `shared` (the first and the last do, and the rows between
+///    them sort between them).
+/// 2. `key(a) < key(b)` implies `a < b` for any rows starting with `shared`: zero padding
+///    never puts a shorter row after a longer one that begins with it. Equal keys say nothing.
+#[derive(Debug, Default)]
+struct LastRowIndex {
+    shared: Box<[u8]>,
+    keys: Box<[u64]>,
+}
+
+impl LastRowIndex {
+    fn new<'a>(rows: impl ExactSizeIterator<Item = &'a [u8]> + Clone) -> LastRowIndex {
+        let (Some(first), Some(last)) = (rows.clone().next(), rows.clone().last()) else {
+            return LastRowIndex::default();
+        };
+        let shared_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let shared: Box<[u8]> = first[..shared_len].into();
+        let keys = rows
+            .map(|r| Self::key(&r[shared_len.min(r.len())..]))
+            .collect();
+        LastRowIndex { shared, keys }
+    }
+
+    fn key(rest: &[u8]) -> u64 {
+        let mut b = [0u8; 8];
+        let n = rest.len().min(8);
+        b[..n].copy_from_slice(&rest[..n]);
+        u64::from_be_bytes(b)
+    }
+
+    /// The blocks `lo..hi` whose last rows must be compared with `row` in full: every block
+    /// before `lo` ends below `row`, every block from `hi` on ends above it.
+    fn candidates(&self, row: &[u8]) -> (usize, usize) {
+        let n = self.keys.len();
+        let head = &row[..self.shared.len().min(row.len())];
+        match head.cmp(&self.shared) {
+            // `row` is below every last row (a shorter head is a prefix of `shared`).
+            std::cmp::Ordering::Less => return (0, 0),
+            std::cmp::Ordering::Greater => return (n, n),
+            std::cmp::Ordering::Equal => {}
+        }
+        let k = Self::key(&row[self.shared.len()..]);
+        let lo = self.keys.partition_point(|&x| x < k);
+        let hi = lo + self.keys[lo..].partition_point(|&x| x == k);
+        (lo, hi)
+    }
+}
+
 /// An open, immutable segment.
 pub(crate) struct Segment {
     pub id: u64,
     path: PathBuf,
     bytes: Arc<dyn FileBytes>,
     blocks: Vec<BlockHandle>,
+    /// The blocks' last rows in a form a binary search reads from one small array.
+    last_rows: LastRowIndex,
     /// Per block, once used: offsets of every `RESTART_INTERVAL`-th entry.
     restarts: Vec<OnceLock<Box<[u32]>>>,
     filter: RowFilter,
@@ -476,6 +532,11 @@ impl Segment {
             .filter(|f| filter_fits_version(f, version))
             .ok_or_else(|| corrupt(filter_at, "malformed row filter"))?;
         let restarts = (0..blocks.len()).map(|_| OnceLock::new()).collect();
+        let last_rows = LastRowIndex::new(
+            blocks
+                .iter()
+                .map(|h| &b[h.row_at..h.row_at + h.row_len as usize]),
+        );
         let info = SegmentInfo {
             entries,
             max_seq,
@@ -486,6 +547,7 @@ impl Segment {
             path: path.to_path_buf(),
             bytes,
             blocks,
+            last_rows,
             restarts,
             filter,
             info,
@@ -503,16 +565,15 @@ impl Segment {
     }
 
     /// The number of blocks whose last row is below `row` (`or_equal`: not above it).
+    ///
+    /// A binary search over the blocks' 8-byte keys ([`LastRowIndex`]) first; only the blocks
+    /// whose key equals the row's are compared in full, in the file.
     fn blocks_before(&self, row: &[u8], or_equal: bool) -> usize {
+        let before = |last: &[u8]| if or_equal { last <= row } else { last < row };
+        let (lo, hi) = self.last_rows.candidates(row);
         let bytes = self.bytes.bytes();
-        self.blocks.partition_point(|h| {
-            let last = &bytes[h.row_at..h.row_at + h.row_len as usize];
-            if or_equal {
-                last <= row
-            } else {
-                last < row
-            }
-        })
+        lo + self.blocks[lo..hi]
+            .partition_point(|h| before(&bytes[h.row_at..h.row_at + h.row_len as usize]))
     }
 
     /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
@@ -574,6 +635,12 @@ impl Segment {
     /// False if the segment certainly holds no entry of `row` (its row filter says so).
     pub(crate) fn may_contain_row(&self, row: &[u8]) -> bool {
         self.filter.may_contain(row)
+    }
+
+    /// [`Segment::may_contain_row`] for a row whose [`crate::row_filter::row_hash`] is `h`.
+    #[inline]
+    pub(crate) fn may_contain_hash(&self, h: u64) -> bool {
+        self.filter.may_contain_hash(h)
     }
 
     /// Whether the segment holds a version delete marker (`Kind::DeleteVersion`) of the column
@@ -776,6 +843,29 @@ mod tests {
             kind: Kind::Put,
             seq,
             value,
+        }
+    }
+
+    proptest::proptest! {
+        /// The 8-byte keys never misplace a row: the blocks before `lo` end below it, those
+        /// from `hi` end above it, whatever the rows' lengths, shared prefixes and zero bytes.
+        #[test]
+        fn the_last_row_keys_bound_the_blocks_a_row_lies_between(
+            shared in proptest::collection::vec(0u8..3, 0..12),
+            tails in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..12), 1..40),
+            probes in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..24), 1..40),
+        ) {
+            let mut rows: Vec<Vec<u8>> =
+                tails.iter().map(|t| [shared.as_slice(), t].concat()).collect();
+            rows.sort();
+            let index = LastRowIndex::new(rows.iter().map(|r| r.as_slice()));
+            let with_shared = probes.iter().map(|p| [shared.as_slice(), p].concat());
+            for probe in probes.iter().cloned().chain(with_shared) {
+                let (lo, hi) = index.candidates(&probe);
+                proptest::prop_assert!(lo <= hi && hi <= rows.len());
+                proptest::prop_assert!(rows[..lo].iter().all(|r| *r < probe), "{probe:?}");
+                proptest::prop_assert!(rows[hi..].iter().all(|r| *r > probe), "{probe:?}");
+            }
         }
     }
 
