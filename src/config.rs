@@ -158,6 +158,13 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
     pub background_write_mb: u64,
 
+    /// Compactions the server runs at once at low priority (0 = half the cores, two at least);
+    /// the others wait their turn. A region whose compactions fell behind may run one at normal
+    /// priority beside them (half the cores at most).
+    #[arg(long, env = "KURA_BACKGROUND_COMPACTIONS", default_value_t = 0,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
+    pub background_compactions: usize,
+
     /// How long a region remembers an `Idempotency-Key` (increment, append, check-and-mutate):
     /// a retry within this many seconds returns the first answer (at most 1 day).
     #[arg(long, env = "KURA_IDEMPOTENCY_WINDOW_SECS", default_value_t = 600,
@@ -379,6 +386,7 @@ impl Config {
         };
         k.memtable_budget = self.memtable_mb.max(1) << 20;
         k.background_write_rate = self.background_write_mb << 20;
+        k.background_compactions = self.background_compactions;
         k.log_prealloc = self.log_prealloc_kb << 10;
         k.idempotency_window = Duration::from_secs(self.idempotency_window_secs);
         k.split_threshold = match self.split_threshold_mb {
@@ -447,6 +455,7 @@ mod tests {
             ["--memtable-mb", "17592186044416"],
             ["--split-threshold-mb", "17592186044416"],
             ["--background-write-mb", "17592186044416"],
+            ["--background-compactions", "1025"],
             ["--sync-interval-ms", "0"],
         ] {
             let r = Config::try_parse_from(std::iter::once("kura").chain(bad));

@@ -2,12 +2,14 @@
 //! each region's log-sync thread ([`Syncer`]).
 //!
 //! Each job runs on a thread of its own (they are rare: one per flush, compaction or split); a
-//! flush or a compaction at a lower CPU priority (nice 10), as RocksDB's `LowerThreadPoolCPUPriority` does. On a machine
-//! with few cores, a flush or a compaction then takes the CPU that serving requests leaves
-//! idle, instead of half of it: without this, a 64 MiB flush on 2 cores cut the throughput of
-//! the requests running meanwhile by more than half for a second. The exception is a region
-//! whose compactions fell behind ([`run_compaction`]): a load that keeps every core busy would
-//! starve them, and its reads would consult ever more segments.
+//! flush or a compaction at a lower CPU priority (nice 10), as RocksDB's
+//! `LowerThreadPoolCPUPriority` does. On a machine with few cores, a flush or a compaction then
+//! takes the CPU that serving requests leaves idle, instead of half of it: without this, a 64
+//! MiB flush on 2 cores cut the throughput of the requests running meanwhile by more than half
+//! for a second. Compactions also wait for a slot of the server's pool ([`CompactionSlots`]):
+//! many low-priority threads together still take a large share of the CPU. The exception is a
+//! region whose compactions fell behind ([`run_compaction`]): a load that keeps every core busy
+//! would starve them, and its reads would consult ever more segments.
 //!
 //! # Invariants
 //! 1. A job's result (or its panic) always comes back to the awaiting actor; a thread that
@@ -49,8 +51,96 @@ pub(crate) fn run_now<T: Send + 'static>(
     run_at(what, false, job)
 }
 
-/// Compactions running at normal priority now, in the whole process (see [`run_compaction`]).
-static URGENT_COMPACTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// How many compactions of one server's regions may run at once, and at which priority: the
+/// server's compaction pool, as RocksDB's `max_background_compactions` and HBase's compaction
+/// threads bound theirs. Each region may ask for two at once (`MAX_BACKGROUND_COMPACTIONS`),
+/// and a thread at nice 10 still weighs a tenth of a request thread in the kernel's scheduler:
+/// sixteen of them at once after a 4 GB load took 30% of a 2-core machine from the GETs.
+///
+/// # Invariants
+/// 1. At most `background` compactions run at low priority and at most `urgent` at normal
+///    priority at once; the others wait, and start in the order they asked.
+/// 2. A slot is given back however its job ends (a panic included).
+pub(crate) struct CompactionSlots {
+    background: usize,
+    urgent: usize,
+    state: std::sync::Mutex<SlotState>,
+    freed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SlotState {
+    background: usize,
+    urgent: usize,
+    /// Tickets of the compactions waiting for a slot, oldest first.
+    waiting: std::collections::VecDeque<u64>,
+    next_ticket: u64,
+}
+
+/// Which slot a compaction holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Background,
+    Urgent,
+}
+
+impl CompactionSlots {
+    /// A pool of `background` low-priority slots (0 = the default, [`default_background_slots`])
+    /// and half the machine's cores (one at least) of normal-priority ones.
+    pub(crate) fn new(background: usize) -> CompactionSlots {
+        let background = if background == 0 {
+            default_background_slots()
+        } else {
+            background
+        };
+        CompactionSlots {
+            background,
+            urgent: urgent_compaction_slots(),
+            state: std::sync::Mutex::new(SlotState::default()),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Wait for a slot: a normal-priority one if `behind` and one is free, else the next
+    /// low-priority one in the order compactions asked.
+    fn acquire(&self, behind: bool) -> Slot {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.waiting.push_back(ticket);
+        loop {
+            if behind && st.urgent < self.urgent {
+                st.urgent += 1;
+                st.waiting.retain(|&t| t != ticket);
+                // The queue's head may have changed.
+                self.freed.notify_all();
+                return Slot::Urgent;
+            }
+            if st.background < self.background && st.waiting.front() == Some(&ticket) {
+                st.background += 1;
+                st.waiting.pop_front();
+                self.freed.notify_all();
+                return Slot::Background;
+            }
+            st = self.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn release(&self, slot: Slot) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match slot {
+            Slot::Background => st.background -= 1,
+            Slot::Urgent => st.urgent -= 1,
+        }
+        self.freed.notify_all();
+    }
+}
+
+/// Low-priority compactions a server runs at once by default: half the machine's cores, two
+/// at least (RocksDB's and HBase's defaults are two).
+fn default_background_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| (n.get() / 2).max(2))
+}
 
 /// How many compactions may run at normal priority at once: half the machine's cores, one at
 /// least.
@@ -58,34 +148,30 @@ fn urgent_compaction_slots() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// Run a compaction: at low priority, as [`run`], unless `behind` (its region holds too many
-/// segments, `CompactionTask::is_behind`) and fewer than [`urgent_compaction_slots`] run at
-/// normal priority already: then at normal priority, so that a load keeping every core busy
-/// shares the CPU with it instead of starving it. The cap keeps compactions of many regions
-/// from taking more than half the machine from the requests.
+/// Run a compaction on a thread of its own once `slots` gives it one: at low priority, as
+/// [`run`], unless `behind` (its region holds too many segments, `CompactionTask::is_behind`)
+/// and a normal-priority slot is free: then at normal priority, so that a load keeping every
+/// core busy shares the CPU with it instead of starving it. The normal-priority slots (half
+/// the cores) keep compactions of many regions from taking more than half the machine from
+/// the requests.
 pub(crate) fn run_compaction<T: Send + 'static>(
+    slots: std::sync::Arc<CompactionSlots>,
     behind: bool,
     job: impl FnOnce() -> T + Send + 'static,
 ) -> impl Future<Output = Result<T, ActorError>> {
-    use std::sync::atomic::Ordering;
-    let slots = urgent_compaction_slots();
-    let urgent = behind
-        && URGENT_COMPACTIONS
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < slots).then_some(n + 1)
-            })
-            .is_ok();
-    run_at("compaction", !urgent, move || {
+    run_at("compaction", false, move || {
         /// Gives the slot back however the job ends.
-        struct Slot;
-        impl Drop for Slot {
+        struct Held(std::sync::Arc<CompactionSlots>, Slot);
+        impl Drop for Held {
             fn drop(&mut self) {
-                URGENT_COMPACTIONS.fetch_sub(1, Ordering::AcqRel);
+                self.0.release(self.1);
             }
         }
-        // Not `then_some`: its argument is built (and dropped, giving back a slot never
-        // taken) even when `urgent` is false.
-        let _slot = if urgent { Some(Slot) } else { None };
+        let slot = slots.acquire(behind);
+        let _held = Held(slots, slot);
+        if slot == Slot::Background {
+            lower_priority();
+        }
         job()
     })
 }
@@ -185,6 +271,7 @@ fn lower_priority() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[actix_rt::test]
     async fn a_job_returns_its_result_and_a_panic_is_an_error() {
@@ -219,25 +306,24 @@ mod tests {
     }
 
     /// A compaction that is behind runs at the caller's priority, as many at once as
-    /// `urgent_compaction_slots`; one more, or one that is not behind, runs lower. (The only test that
-    /// starts compactions in this binary: the process-wide count is this test's alone.)
+    /// `urgent_compaction_slots`; one more, or one that is not behind, runs lower.
     #[cfg(target_os = "linux")]
     #[actix_rt::test]
     async fn behind_compactions_run_at_the_callers_priority_up_to_half_the_cores() {
         let before = rustix::process::getpriority_process(None).unwrap();
         let slots = urgent_compaction_slots();
+        let pool = Arc::new(CompactionSlots::new(1));
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        let release_rx = std::sync::Arc::new(parking_lot::Mutex::new(release_rx));
+        let release_rx = Arc::new(parking_lot::Mutex::new(release_rx));
         let (nice_tx, mut nice_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut jobs = Vec::new();
         for _ in 0..slots + 1 {
             let (release_rx, nice_tx) = (release_rx.clone(), nice_tx.clone());
-            jobs.push(run_compaction(true, move || {
+            jobs.push(run_compaction(pool.clone(), true, move || {
                 let _ = nice_tx.send(rustix::process::getpriority_process(None).unwrap());
                 // Held until every job has reported: all of them run at once.
                 let _ = release_rx.lock().recv();
             }));
-            // Each job takes its slot before the next is asked for.
         }
         let running: Vec<_> = jobs.into_iter().map(actix_rt::spawn).collect();
         let mut seen = Vec::new();
@@ -254,15 +340,68 @@ mod tests {
         let mut expected = vec![before; slots];
         expected.push(background_nice(before));
         assert_eq!(seen, expected);
-        let relaxed = run_compaction(false, || {
+        let relaxed = run_compaction(pool.clone(), false, || {
             rustix::process::getpriority_process(None).unwrap()
         })
         .await
         .unwrap();
         assert_eq!(relaxed, background_nice(before), "not behind: lower");
-        let again = run_compaction(true, || rustix::process::getpriority_process(None).unwrap())
-            .await
-            .unwrap();
+        let again = run_compaction(pool, true, || {
+            rustix::process::getpriority_process(None).unwrap()
+        })
+        .await
+        .unwrap();
         assert_eq!(again, before, "the slots came back");
+    }
+
+    /// Past the pool's low-priority slots a compaction waits, and the waiting ones start in
+    /// the order they asked; a panicking job gives its slot back.
+    #[actix_rt::test]
+    async fn compactions_past_the_pool_wait_and_start_in_the_order_they_asked() {
+        let pool = Arc::new(CompactionSlots::new(1));
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+        let first = {
+            let started_tx = started_tx.clone();
+            actix_rt::spawn(run_compaction(pool.clone(), false, move || {
+                let _ = started_tx.send(0);
+                release_rx.recv().unwrap();
+                panic!("the first job fails");
+            }))
+        };
+        assert_eq!(started_rx.recv().await, Some(0));
+        let mut waiting = Vec::new();
+        for i in 1..=3 {
+            let started_tx = started_tx.clone();
+            waiting.push(actix_rt::spawn(run_compaction(
+                pool.clone(),
+                false,
+                move || {
+                    let _ = started_tx.send(i);
+                },
+            )));
+            // Each asks before the next: their tickets are in this order.
+            while pool.state.lock().unwrap().waiting.len() < i {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            started_rx.try_recv().is_err(),
+            "none starts while the slot is held"
+        );
+        release_tx.send(()).unwrap();
+        let err = first.await.unwrap().unwrap_err();
+        assert!(err.to_string().contains("panicked"), "{err}");
+        let mut order = Vec::new();
+        for _ in 1..=3 {
+            order.push(started_rx.recv().await.unwrap());
+        }
+        assert_eq!(order, vec![1, 2, 3]);
+        for job in waiting {
+            job.await.unwrap().unwrap();
+        }
+        let st = pool.state.lock().unwrap();
+        assert_eq!((st.background, st.urgent, st.waiting.len()), (0, 0, 0));
     }
 }

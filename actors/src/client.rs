@@ -35,6 +35,10 @@ pub struct KuraConfig {
     /// Pace background flushes and compactions to this many bytes per second per region, so
     /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
     pub background_write_rate: u64,
+    /// Compactions the server's regions run at once at low priority (0 = half the cores, two
+    /// at least); the others wait their turn. A region whose compactions fell behind may run
+    /// one at normal priority beside them (half the cores at most).
+    pub background_compactions: usize,
     /// Keep each region's log this many zero bytes ahead of its frames (storage FORMAT.md,
     /// "Preallocated tail"), so that a log fsync has no file growth to commit: on ext4 it
     /// then does not wait for a journal commit. 0 = off.
@@ -72,6 +76,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
             .field("background_write_rate", &self.background_write_rate)
+            .field("background_compactions", &self.background_compactions)
             .field("log_prealloc", &self.log_prealloc)
             .field("idempotency_window", &self.idempotency_window)
             .field("split_threshold", &self.split_threshold)
@@ -94,6 +99,7 @@ impl KuraConfig {
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
             background_write_rate: 32 << 20,
+            background_compactions: 0,
             log_prealloc: kura_storage::DEFAULT_LOG_PREALLOC,
             idempotency_window: Duration::from_secs(600),
             split_threshold: Some(1 << 30),
@@ -293,6 +299,9 @@ impl Kura {
             in_flight_limit: config.in_flight_limit,
             sync_thread: config.sync_thread,
             file_system: config.file_system.clone(),
+            compaction_slots: Arc::new(crate::background::CompactionSlots::new(
+                config.background_compactions,
+            )),
         };
         let layout = Layout::new(
             dir,

@@ -188,7 +188,11 @@ impl RegionActor {
         ctx: &mut Context<Self>,
     ) {
         self.compactions += 1;
-        let job = crate::background::run_compaction(task.is_behind(), move || task.run());
+        let job = crate::background::run_compaction(
+            self.settings.compaction_slots.clone(),
+            task.is_behind(),
+            move || task.run(),
+        );
         ctx.spawn(
             job.into_actor(self)
                 .map(move |res, act, ctx| act.compaction_done(res, cleanup, reply, ctx)),

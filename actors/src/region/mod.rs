@@ -101,6 +101,8 @@ pub(crate) struct RegionSettings {
     pub in_flight_limit: usize,
     pub sync_thread: bool,
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
+    /// The server's compaction pool, shared by all its regions.
+    pub compaction_slots: Arc<crate::background::CompactionSlots>,
 }
 
 /// Everything needed to start a region actor.
