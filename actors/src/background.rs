@@ -35,15 +35,7 @@ fn background_nice(nice: i32) -> i32 {
     nice.saturating_add(BACKGROUND_NICE_ABOVE).min(LOWEST_NICE)
 }
 
-/// Run `job` on a new low-priority thread named `kura-{what}`; resolves to its result.
-pub(crate) fn run<T: Send + 'static>(
-    what: &'static str,
-    job: impl FnOnce() -> T + Send + 'static,
-) -> impl Future<Output = Result<T, ActorError>> {
-    run_at(what, true, job)
-}
-
-/// [`run`] at normal priority: for work that a paused region waits for (a split's export).
+/// [`run_at`] at normal priority: for work that a paused region waits for (a split's export).
 pub(crate) fn run_now<T: Send + 'static>(
     what: &'static str,
     job: impl FnOnce() -> T + Send + 'static,
@@ -149,7 +141,7 @@ fn urgent_compaction_slots() -> usize {
 }
 
 /// Run a compaction on a thread of its own once `slots` gives it one: at low priority, as
-/// [`run`], unless `behind` (its region holds too many segments, `CompactionTask::is_behind`)
+/// [`run_at`] at low priority, unless `behind` (its region holds too many segments, `CompactionTask::is_behind`)
 /// and a normal-priority slot is free: then at normal priority, so that a load keeping every
 /// core busy shares the CPU with it instead of starving it. The normal-priority slots (half
 /// the cores) keep compactions of many regions from taking more than half the machine from
@@ -176,7 +168,9 @@ pub(crate) fn run_compaction<T: Send + 'static>(
     })
 }
 
-fn run_at<T: Send + 'static>(
+/// Run `job` on a new thread named `kura-{what}`, at a lower CPU priority if `low_priority`;
+/// resolves to its result.
+pub(crate) fn run_at<T: Send + 'static>(
     what: &'static str,
     low_priority: bool,
     job: impl FnOnce() -> T + Send + 'static,
@@ -275,8 +269,10 @@ mod tests {
 
     #[actix_rt::test]
     async fn a_job_returns_its_result_and_a_panic_is_an_error() {
-        assert_eq!(run("test", || 6 * 7).await.unwrap(), 42);
-        let err = run("test", || -> u32 { panic!("boom") }).await.unwrap_err();
+        assert_eq!(run_at("test", true, || 6 * 7).await.unwrap(), 42);
+        let err = run_at("test", true, || -> u32 { panic!("boom") })
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("panicked"), "{err}");
     }
 
@@ -292,7 +288,7 @@ mod tests {
     #[actix_rt::test]
     async fn the_job_runs_at_a_lower_priority_and_the_caller_keeps_its_own() {
         let before = rustix::process::getpriority_process(None).unwrap();
-        let inside = run("test", || {
+        let inside = run_at("test", true, || {
             rustix::process::getpriority_process(None).unwrap()
         })
         .await

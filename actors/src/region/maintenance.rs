@@ -87,7 +87,16 @@ impl RegionActor {
     }
     /// Write a frozen memtable to a segment on a background thread, then install it.
     pub(super) fn run_flush(&mut self, task: kura_storage::FlushTask, ctx: &mut Context<Self>) {
-        let job = crate::background::run("flush", move || task.run());
+        self.run_flush_at(task, false, ctx);
+    }
+    /// [`RegionActor::run_flush`], at normal priority if `urgent` (a split waits for it).
+    pub(super) fn run_flush_at(
+        &mut self,
+        task: kura_storage::FlushTask,
+        urgent: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let job = crate::background::run_at("flush", !urgent, move || task.run());
         ctx.spawn(
             job.into_actor(self)
                 .map(|res, act, ctx| act.flush_done(res, ctx)),

@@ -355,6 +355,13 @@ impl RegionStore {
         Ok(new_log)
     }
 
+    /// Stop pacing the running background flush, if any: its owner waits for it (a split
+    /// goes ahead once its flushes are done). Pacing also stops by itself once the next
+    /// memtable is half full.
+    pub fn hurry_flush(&self) {
+        self.flush_hurry.store(true, Ordering::Relaxed);
+    }
+
     /// How a background segment write is paced, if at all.
     pub(super) fn pace(&self, hurry: Arc<AtomicBool>) -> Option<Pace> {
         (self.background_flush && self.background_write_rate > 0).then_some(Pace {
@@ -405,5 +412,49 @@ impl RegionStore {
         self.unsynced_writes = 0;
         self.stats.flushes += 1;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::SimFs;
+
+    /// The running flush's pacing stops when the store is told to hurry (a split waits for
+    /// the flush), and the next flush starts paced again.
+    #[test]
+    fn hurrying_unpaces_the_running_flush_only() {
+        let sim: Arc<dyn FileSystem> = Arc::new(SimFs::new());
+        let options = StoreOptions {
+            background_flush: true,
+            background_write_rate: 1 << 20,
+            ..StoreOptions::new(vec![FamilyDescriptor::new("cf")])
+        };
+        let (mut s, _) = RegionStore::open_with_fs(sim, Path::new("/r"), options).unwrap();
+        let put = |row: &str| {
+            WriteOp::Mutate(RowMutation {
+                row: row.as_bytes().to_vec(),
+                mutations: vec![Mutation::Put {
+                    family: b"cf".to_vec(),
+                    qualifier: b"q".to_vec(),
+                    timestamp: Some(1),
+                    value: b"v".to_vec(),
+                }],
+            })
+        };
+        let hurried = |t: &FlushTask| t.pace.as_ref().unwrap().hurry.load(Ordering::Relaxed);
+        for r in s.write_batch(vec![put("a")]) {
+            r.unwrap();
+        }
+        let first = s.flush_task().unwrap().unwrap();
+        assert!(!hurried(&first));
+        s.hurry_flush();
+        assert!(hurried(&first));
+        drop(s.install_flush(first.run()).unwrap());
+        for r in s.write_batch(vec![put("b")]) {
+            r.unwrap();
+        }
+        let second = s.flush_task().unwrap().unwrap();
+        assert!(!hurried(&second), "a new flush is paced again");
     }
 }
