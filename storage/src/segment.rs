@@ -390,7 +390,15 @@ impl LastRowIndex {
         }
         let k = Self::key(&row[self.shared.len()..]);
         let lo = self.keys.partition_point(|&x| x < k);
-        let hi = lo + self.keys[lo..].partition_point(|&x| x == k);
+        // The run of keys equal to `k` is short (usually none, or one block): galloping from
+        // `lo` reads the keys next to it instead of halving the whole tail.
+        let tail = &self.keys[lo..];
+        let mut step = 1;
+        while step < tail.len() && tail[step - 1] == k {
+            step *= 2;
+        }
+        let window = &tail[step / 2..step.min(tail.len())];
+        let hi = lo + step / 2 + window.partition_point(|&x| x == k);
         (lo, hi)
     }
 }
