@@ -140,9 +140,9 @@ fn urgent_compaction_slots() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// Run a compaction on a thread of its own once `slots` gives it one: at low priority, as
-/// [`run_at`] at low priority, unless `behind` (its region holds too many segments, `CompactionTask::is_behind`)
-/// and a normal-priority slot is free: then at normal priority, so that a load keeping every
+/// Run a compaction on a thread of its own once `slots` gives it one: at low priority, unless
+/// `behind` (its region holds too many segments, `CompactionTask::is_behind`) and a
+/// normal-priority slot is free: then at normal priority, so that a load keeping every
 /// core busy shares the CPU with it instead of starving it. The normal-priority slots (half
 /// the cores) keep compactions of many regions from taking more than half the machine from
 /// the requests.

@@ -2,17 +2,17 @@
 //! half that moves to a new store on a thread of its own, and committing or aborting as the
 //! router decides.
 //!
-//! The new store starts on this region's segment files ([`kura_storage::RegionStore::link_rows`]: hard
-//! links, flagged as reference segments on both sides), so the region pauses for one flush of
-//! its memtable and a few manifest writes, whatever its size. That flush is kept small: a
-//! memtable holding more than [`SPLIT_FLUSH_BYTES`] is first frozen and flushed in the
-//! background while the region serves on (up to [`FLUSH_ROUNDS`] times, as writes refill it),
-//! and only then does the split take the store. Those flushes run unpaced and at the requests'
-//! priority: paced at 32 MiB/s, or starved at low priority by a load keeping every core busy,
-//! they fell behind the writes refilling the memtable, and the split then flushed what had
-//! piled up inline (pauses of 170–190 ms in the 4 GB load). Both regions then rewrite their reference
-//! segments in the background (a minor compaction picks them first), paced like any
-//! compaction.
+//! The new store starts on this region's segment files
+//! ([`kura_storage::RegionStore::link_rows`]: hard links, flagged as reference segments on both
+//! sides), so the region pauses for one flush of its memtable and a few manifest writes,
+//! whatever its size. That flush is kept small: a memtable holding more than
+//! [`SPLIT_FLUSH_BYTES`] is first frozen and flushed in the background while the region serves
+//! on (up to [`FLUSH_ROUNDS`] times, as writes refill it), and only then does the split take
+//! the store. Those flushes run unpaced and at the requests' priority: paced at 32 MiB/s, or
+//! starved at low priority by a load keeping every core busy, they fell behind the writes
+//! refilling the memtable, and the split then flushed what had piled up inline (pauses of
+//! 170–190 ms in the 4 GB load). Both regions then rewrite their reference segments in the
+//! background (a minor compaction picks them first), paced like any compaction.
 //!
 //! A region asks after every write, flush and installed compaction, also while compactions
 //! run: a split links whatever segments the store has, and a compaction that was running
