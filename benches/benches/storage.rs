@@ -53,11 +53,24 @@ fn store(durability: Durability, memtable_budget: usize) -> (tempfile::TempDir, 
 
 /// A store holding rows `0..n`, flushed to segments if `flush`.
 fn loaded(n: usize, flush: bool) -> (tempfile::TempDir, RegionStore) {
+    loaded_with(n, flush, row_key)
+}
+
+/// HBase PE's row key for row `i` (`%026d`).
+fn pe_key(i: usize) -> Vec<u8> {
+    format!("{i:026}").into_bytes()
+}
+
+fn loaded_with(
+    n: usize,
+    flush: bool,
+    key: fn(usize) -> Vec<u8>,
+) -> (tempfile::TempDir, RegionStore) {
     let (dir, mut s) = store(Durability::None, 1 << 30);
     for chunk in (0..n).collect::<Vec<_>>().chunks(1024) {
         let ops = chunk
             .iter()
-            .map(|i| WriteOp::Mutate(put(row_key(*i))))
+            .map(|i| WriteOp::Mutate(put(key(*i))))
             .collect();
         for r in s.write_batch(ops) {
             r.expect("load");
@@ -144,6 +157,14 @@ fn memtable(c: &mut Criterion) {
     g.bench_function("get", |b| {
         b.iter(|| {
             let key = row_key(rng.gen_range(0..LOADED));
+            black_box(s.get(&key, &read).expect("get").expect("present"))
+        });
+    });
+    // HBase PE's rows: 26 digits, zero-padded, so every key shares its first 16 bytes.
+    let (_dir, s) = loaded_with(LOADED, false, pe_key);
+    g.bench_function("get_pe_keys", |b| {
+        b.iter(|| {
+            let key = pe_key(rng.gen_range(0..LOADED));
             black_box(s.get(&key, &read).expect("get").expect("present"))
         });
     });
