@@ -270,6 +270,85 @@ fn region_store(c: &mut Criterion) {
     g.finish();
 }
 
+/// Rows of the `cold_reads` group's segment: 300 MB of 1,000-byte values, HBase PE's keys.
+const COLD_ROWS: usize = 300_000;
+/// Reads between two reopenings of the `cold_reads` store: fewer than its blocks, so that most
+/// reads find their block not yet checked.
+const COLD_READS_PER_OPEN: u64 = 2_048;
+
+/// Point reads of a segment as the first reads after a flush, a compaction or a restart find
+/// it: every block not yet CRC-checked nor parsed, its pages in the page cache but not yet in
+/// the process's page tables. One 300 MB segment of 1,000-byte values under PE's keys; the
+/// store is reopened (not timed) every 2,048 reads.
+///
+/// `get_checked` reads the same segment once every block has been read.
+///
+/// Watch: `get_first_touch` against `get_checked`: the difference is the
+/// first read's block check (CRC of the whole block, its entries parsed once) and its page
+/// faults, which the GETs right after a large load pay on almost every read.
+fn cold_reads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("cold_reads");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = || {
+        let mut o = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
+        o.durability = Durability::None;
+        o.memtable_budget = 1 << 30;
+        o
+    };
+    {
+        let (mut s, _) = RegionStore::open(dir.path(), opts()).expect("open store");
+        for chunk in (0..COLD_ROWS).collect::<Vec<_>>().chunks(1024) {
+            let ops = chunk
+                .iter()
+                .map(|i| {
+                    let mut m = put(pe_key(*i));
+                    if let Mutation::Put { value, .. } = &mut m.mutations[0] {
+                        *value = vec![7u8; 1000];
+                    }
+                    WriteOp::Mutate(m)
+                })
+                .collect();
+            for r in s.write_batch(ops) {
+                r.expect("load");
+            }
+        }
+        s.flush().expect("flush");
+        assert_eq!(s.stats().segments, 1, "one segment");
+    }
+    let mut rng = SmallRng::seed_from_u64(6);
+    let read = ReadSpec::default();
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("get_first_touch", |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let (s, _) = RegionStore::open(dir.path(), opts()).expect("reopen store");
+                let n = left.min(COLD_READS_PER_OPEN);
+                let start = Instant::now();
+                for _ in 0..n {
+                    let key = pe_key(rng.gen_range(0..COLD_ROWS));
+                    black_box(s.get(&key, &read).expect("get").expect("present"));
+                }
+                took += start.elapsed();
+                left -= n;
+            }
+            took
+        });
+    });
+    let (s, _) = RegionStore::open(dir.path(), opts()).expect("reopen store");
+    for i in 0..COLD_ROWS {
+        s.get(&pe_key(i), &read).expect("get").expect("present");
+    }
+    g.bench_function("get_checked", |b| {
+        b.iter(|| {
+            let key = pe_key(rng.gen_range(0..COLD_ROWS));
+            black_box(s.get(&key, &read).expect("get").expect("present"))
+        });
+    });
+    g.finish();
+}
+
 /// Rows the `row_filter` group's filters hold: 1.25 MB of filter each, more than a core's L2,
 /// as the filters of a server's many segments are together.
 const FILTER_ROWS: usize = 1_000_000;
@@ -320,6 +399,6 @@ fn row_filter(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = config();
-    targets = log_append, memtable, segment, region_store, row_filter
+    targets = log_append, memtable, segment, region_store, row_filter, cold_reads
 }
 criterion_main!(benches);
