@@ -9,7 +9,9 @@
 //! for a second. Compactions also wait for a slot of the server's pool ([`CompactionSlots`]):
 //! many low-priority threads together still take a large share of the CPU. The exception is a
 //! region whose compactions fell behind ([`run_compaction`]): a load that keeps every core busy
-//! would starve them, and its reads would consult ever more segments.
+//! would starve them, and its reads would consult ever more segments. Rewrites of a split's
+//! reference segments, which no read waits for, run one at a time in a lane of their own at
+//! the lowest priority (nice 19).
 //!
 //! # Invariants
 //! 1. A job's result (or its panic) always comes back to the awaiting actor; a thread that
@@ -49,9 +51,15 @@ pub(crate) fn run_now<T: Send + 'static>(
 /// and a thread at nice 10 still weighs a tenth of a request thread in the kernel's scheduler:
 /// sixteen of them at once after a 4 GB load took 30% of a 2-core machine from the GETs.
 ///
+/// A split's reference rewrites ([`CompactionKind::ReferenceRewrite`]) have a lane of their
+/// own, one slot at the lowest priority: after a large load every region rewrites its
+/// references at once, and that work, which reads do not wait for, would otherwise hold the
+/// merges' slots and take CPU from the requests.
+///
 /// # Invariants
-/// 1. At most `background` compactions run at low priority and at most `urgent` at normal
-///    priority at once; the others wait, and start in the order they asked.
+/// 1. At most `background` compactions run at low priority, at most `urgent` at normal
+///    priority and at most one reference rewrite at the lowest at once; the others wait, and
+///    start in the order they asked within their lane.
 /// 2. A slot is given back however its job ends (a panic included).
 pub(crate) struct CompactionSlots {
     background: usize,
@@ -64,9 +72,35 @@ pub(crate) struct CompactionSlots {
 struct SlotState {
     background: usize,
     urgent: usize,
-    /// Tickets of the compactions waiting for a slot, oldest first.
+    rewrites: usize,
+    /// Tickets of the merges waiting for a slot, oldest first.
     waiting: std::collections::VecDeque<u64>,
+    /// Tickets of the reference rewrites waiting for theirs, oldest first.
+    rewrites_waiting: std::collections::VecDeque<u64>,
     next_ticket: u64,
+}
+
+/// What a compaction is, for the pool: which lane it waits in and at which priority it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompactionKind {
+    /// A size-tiered or asked-for merge; `behind`: its region holds too many segments
+    /// (`CompactionTask::is_behind`).
+    Merge { behind: bool },
+    /// A rewrite of a split's reference segments (`CompactionTask::rewrites_references`).
+    ReferenceRewrite,
+}
+
+impl CompactionKind {
+    /// The kind of `task`.
+    pub(crate) fn of(task: &kura_storage::CompactionTask) -> CompactionKind {
+        if task.rewrites_references() && !task.is_behind() {
+            CompactionKind::ReferenceRewrite
+        } else {
+            CompactionKind::Merge {
+                behind: task.is_behind(),
+            }
+        }
+    }
 }
 
 /// Which slot a compaction holds.
@@ -74,6 +108,7 @@ struct SlotState {
 enum Slot {
     Background,
     Urgent,
+    Rewrite,
 }
 
 impl CompactionSlots {
@@ -93,12 +128,26 @@ impl CompactionSlots {
         }
     }
 
-    /// Wait for a slot: a normal-priority one if `behind` and one is free, else the next
-    /// low-priority one in the order compactions asked.
-    fn acquire(&self, behind: bool) -> Slot {
+    /// Wait for a slot: the rewrite lane's for a reference rewrite; for a merge, a
+    /// normal-priority one if `behind` and one is free, else the next low-priority one in the
+    /// order merges asked.
+    fn acquire(&self, kind: CompactionKind) -> Slot {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let ticket = st.next_ticket;
         st.next_ticket += 1;
+        let behind = match kind {
+            CompactionKind::Merge { behind } => behind,
+            CompactionKind::ReferenceRewrite => {
+                st.rewrites_waiting.push_back(ticket);
+                while st.rewrites > 0 || st.rewrites_waiting.front() != Some(&ticket) {
+                    st = self.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                st.rewrites += 1;
+                st.rewrites_waiting.pop_front();
+                self.freed.notify_all();
+                return Slot::Rewrite;
+            }
+        };
         st.waiting.push_back(ticket);
         loop {
             if behind && st.urgent < self.urgent {
@@ -123,6 +172,7 @@ impl CompactionSlots {
         match slot {
             Slot::Background => st.background -= 1,
             Slot::Urgent => st.urgent -= 1,
+            Slot::Rewrite => st.rewrites -= 1,
         }
         self.freed.notify_all();
     }
@@ -140,15 +190,15 @@ fn urgent_compaction_slots() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// Run a compaction on a thread of its own once `slots` gives it one: at low priority, unless
-/// `behind` (its region holds too many segments, `CompactionTask::is_behind`) and a
-/// normal-priority slot is free: then at normal priority, so that a load keeping every
+/// Run a compaction on a thread of its own once `slots` gives it one. A merge runs at low
+/// priority, unless `behind` (its region holds too many segments, `CompactionTask::is_behind`)
+/// and a normal-priority slot is free: then at normal priority, so that a load keeping every
 /// core busy shares the CPU with it instead of starving it. The normal-priority slots (half
 /// the cores) keep compactions of many regions from taking more than half the machine from
-/// the requests.
+/// the requests. A reference rewrite runs at the lowest priority, in its own lane.
 pub(crate) fn run_compaction<T: Send + 'static>(
     slots: std::sync::Arc<CompactionSlots>,
-    behind: bool,
+    kind: CompactionKind,
     job: impl FnOnce() -> T + Send + 'static,
 ) -> impl Future<Output = Result<T, ActorError>> {
     run_at("compaction", false, move || {
@@ -159,10 +209,12 @@ pub(crate) fn run_compaction<T: Send + 'static>(
                 self.0.release(self.1);
             }
         }
-        let slot = slots.acquire(behind);
+        let slot = slots.acquire(kind);
         let _held = Held(slots, slot);
-        if slot == Slot::Background {
-            lower_priority();
+        match slot {
+            Slot::Background => lower_priority(),
+            Slot::Rewrite => set_nice(LOWEST_NICE),
+            Slot::Urgent => {}
         }
         job()
     })
@@ -251,21 +303,32 @@ pub(crate) fn drop_later<T: Send + 'static>(value: T) {
 
 /// Lower the calling thread's CPU priority; best effort (a failure only costs latency).
 fn lower_priority() {
+    // A thread starts at its creator's nice value.
+    #[cfg(target_os = "linux")]
+    set_nice(background_nice(
+        rustix::process::getpriority_process(None).unwrap_or(0),
+    ));
+}
+
+/// Set the calling thread's nice value (a lower priority only: an unprivileged process may
+/// not raise it); best effort.
+fn set_nice(nice: i32) {
     // On Linux the nice value is per thread, and `who = 0` names the calling thread.
     #[cfg(target_os = "linux")]
-    {
-        // A thread starts at its creator's nice value.
-        let nice = rustix::process::getpriority_process(None).unwrap_or(0);
-        if let Err(e) = rustix::process::setpriority_process(None, background_nice(nice)) {
-            tracing::debug!(error = %e, "could not lower a background thread's priority");
-        }
+    if let Err(e) = rustix::process::setpriority_process(None, nice) {
+        tracing::debug!(error = %e, "could not lower a background thread's priority");
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    const BEHIND: CompactionKind = CompactionKind::Merge { behind: true };
+    const NOT_BEHIND: CompactionKind = CompactionKind::Merge { behind: false };
 
     #[actix_rt::test]
     async fn a_job_returns_its_result_and_a_panic_is_an_error() {
@@ -315,7 +378,7 @@ mod tests {
         let mut jobs = Vec::new();
         for _ in 0..slots + 1 {
             let (release_rx, nice_tx) = (release_rx.clone(), nice_tx.clone());
-            jobs.push(run_compaction(pool.clone(), true, move || {
+            jobs.push(run_compaction(pool.clone(), BEHIND, move || {
                 let _ = nice_tx.send(rustix::process::getpriority_process(None).unwrap());
                 // Held until every job has reported: all of them run at once.
                 let _ = release_rx.lock().recv();
@@ -336,18 +399,74 @@ mod tests {
         let mut expected = vec![before; slots];
         expected.push(background_nice(before));
         assert_eq!(seen, expected);
-        let relaxed = run_compaction(pool.clone(), false, || {
+        let relaxed = run_compaction(pool.clone(), NOT_BEHIND, || {
             rustix::process::getpriority_process(None).unwrap()
         })
         .await
         .unwrap();
         assert_eq!(relaxed, background_nice(before), "not behind: lower");
-        let again = run_compaction(pool, true, || {
+        let again = run_compaction(pool, BEHIND, || {
             rustix::process::getpriority_process(None).unwrap()
         })
         .await
         .unwrap();
         assert_eq!(again, before, "the slots came back");
+    }
+
+    /// A reference rewrite does not wait for the merges' slots: it runs beside them at the
+    /// lowest priority, one at a time (the next waits for the first to end).
+    #[cfg(target_os = "linux")]
+    #[actix_rt::test]
+    async fn reference_rewrites_run_one_at_a_time_at_the_lowest_priority_beside_merges() {
+        let pool = Arc::new(CompactionSlots::new(1));
+        let (release_merge, merge_rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+        let merge = {
+            let started_tx = started_tx.clone();
+            actix_rt::spawn(run_compaction(pool.clone(), NOT_BEHIND, move || {
+                let _ = started_tx.send(("merge", 0));
+                merge_rx.recv().unwrap();
+            }))
+        };
+        assert_eq!(started_rx.recv().await.map(|s| s.0), Some("merge"));
+        let (release_first, first_rx) = std::sync::mpsc::channel::<()>();
+        let first = {
+            let started_tx = started_tx.clone();
+            actix_rt::spawn(run_compaction(
+                pool.clone(),
+                CompactionKind::ReferenceRewrite,
+                move || {
+                    let nice = rustix::process::getpriority_process(None).unwrap();
+                    let _ = started_tx.send(("first rewrite", nice));
+                    first_rx.recv().unwrap();
+                },
+            ))
+        };
+        assert_eq!(
+            started_rx.recv().await,
+            Some(("first rewrite", LOWEST_NICE)),
+            "runs while the merge holds the only background slot"
+        );
+        let second = actix_rt::spawn(run_compaction(
+            pool.clone(),
+            CompactionKind::ReferenceRewrite,
+            move || {
+                let _ = started_tx.send(("second rewrite", 0));
+            },
+        ));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(started_rx.try_recv().is_err(), "one rewrite at a time");
+        release_first.send(()).unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(started_rx.recv().await.map(|s| s.0), Some("second rewrite"));
+        second.await.unwrap().unwrap();
+        release_merge.send(()).unwrap();
+        merge.await.unwrap().unwrap();
+        let st = pool.state.lock().unwrap();
+        assert_eq!(
+            (st.background, st.rewrites, st.rewrites_waiting.len()),
+            (0, 0, 0)
+        );
     }
 
     /// Past the pool's low-priority slots a compaction waits, and the waiting ones start in
@@ -359,7 +478,7 @@ mod tests {
         let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
         let first = {
             let started_tx = started_tx.clone();
-            actix_rt::spawn(run_compaction(pool.clone(), false, move || {
+            actix_rt::spawn(run_compaction(pool.clone(), NOT_BEHIND, move || {
                 let _ = started_tx.send(0);
                 release_rx.recv().unwrap();
                 panic!("the first job fails");
@@ -371,7 +490,7 @@ mod tests {
             let started_tx = started_tx.clone();
             waiting.push(actix_rt::spawn(run_compaction(
                 pool.clone(),
-                false,
+                NOT_BEHIND,
                 move || {
                     let _ = started_tx.send(i);
                 },

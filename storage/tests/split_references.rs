@@ -1,6 +1,7 @@
 //! Splits by reference (`RegionStore::link_rows`): the new store starts on hard links to the
 //! parent's segments, both sides serve only the rows they own, sizes count only owned rows,
-//! compaction rewrites reference segments first, and a crash at any step of a split loses no
+//! compaction rewrites reference segments (an asked-for one first, the background after a due
+//! tier merge, one batch at a time), and a crash at any step of a split loses no
 //! acknowledged row and never serves one twice or from the wrong side.
 mod common;
 use common::*;
@@ -215,6 +216,34 @@ fn compaction_rewrites_reference_segments_first_and_keeps_only_owned_rows() {
     assert_eq!(parent.reference_segments(), 0, "the flag is durable");
     assert_eq!(all_rows(&parent), expected(0, 2100, lower));
     assert_eq!(all_rows(&child), expected(0, 2100, upper));
+}
+
+#[test]
+fn background_compactions_merge_a_due_tier_first_and_rewrite_references_one_batch_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut parent, _child) = split_parent(dir.path());
+    assert_eq!(parent.reference_segments(), 3);
+    // Three segments are no full tier: the references are rewritten, one task at a time.
+    let rewrite = parent.background_compaction_task().expect("a rewrite");
+    assert!(rewrite.rewrites_references());
+    assert_eq!(rewrite.input_count(), 3);
+    assert!(
+        parent.background_compaction_task().is_none(),
+        "no second rewrite while one holds references"
+    );
+    drop(rewrite);
+    // Two flushes more make a tier of five small segments: the merge comes first, takes the
+    // references with the rest, and keeps only the rows the store owns.
+    write_rows(&mut parent, 2100, 2200);
+    parent.flush().unwrap();
+    write_rows(&mut parent, 2200, 2300);
+    parent.flush().unwrap();
+    let merge = parent.background_compaction_task().expect("a merge");
+    assert!(!merge.rewrites_references());
+    assert_eq!(merge.input_count(), 5);
+    drop(parent.install_compaction(merge.run().unwrap()).unwrap());
+    assert_eq!(parent.reference_segments(), 0);
+    assert_eq!(all_rows(&parent), expected(0, 2300, lower));
 }
 
 #[test]

@@ -140,8 +140,8 @@ impl RegionActor {
         self.maybe_flush(ctx, true);
     }
     /// Merge segments in the background (the store flushes on its own but never compacts on
-    /// its own): a split's reference segments first, else a tier of segments of about one size
-    /// once it holds enough of them (`RegionStore::background_compaction_task`), up to
+    /// its own): a tier of segments of about one size once it holds enough of them, else a
+    /// split's reference segments (`RegionStore::background_compaction_task`), up to
     /// `MAX_BACKGROUND_COMPACTIONS` at once on disjoint segments. Not while an asked-for
     /// compaction waits for the running ones to finish.
     pub(super) fn maybe_compact(&mut self, ctx: &mut Context<Self>) {
@@ -199,7 +199,7 @@ impl RegionActor {
         self.compactions += 1;
         let job = crate::background::run_compaction(
             self.settings.compaction_slots.clone(),
-            task.is_behind(),
+            crate::background::CompactionKind::of(&task),
             move || task.run(),
         );
         ctx.spawn(

@@ -3,12 +3,14 @@
 //! as tasks ([`CompactionTask`]) that run on another thread while their inputs are reserved;
 //! several tasks may be outstanding at once, each on segments no other holds.
 //!
-//! Reference segments (shared with the other side of a split, see `split.rs`) come first: a
-//! minor compaction picks them before anything else, a few at a time, and writes an ordinary
-//! segment holding only the rows the store owns; installing it deletes this store's links, and
-//! the file goes once the other side has rewritten its own. An output is itself a reference
-//! segment when an input was one and the task's ownership predicate is no longer the store's
-//! final one (made before a split narrowed the store, or while a narrowing may still be undone).
+//! Reference segments (shared with the other side of a split, see `split.rs`) are rewritten a
+//! few at a time into an ordinary segment holding only the rows the store owns: first thing in
+//! a minor compaction asked for, and in the background once no size-tiered merge is due (a
+//! merge bounds the segments a read consults; a rewrite frees shared files). Installing it
+//! deletes this store's links, and the file goes once the other side has rewritten its own. An
+//! output is itself a reference segment when an input was one and the task's ownership
+//! predicate is no longer the store's final one (made before a split narrowed the store, or
+//! while a narrowing may still be undone).
 
 use super::*;
 
@@ -48,6 +50,8 @@ pub struct CompactionTask {
     pace: Option<Pace>,
     /// The store held more than `MAX_SEGMENTS` segments when the task was made.
     behind: bool,
+    /// The inputs are reference segments picked to be rewritten (`reference_inputs`).
+    rewrites_references: bool,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     id: u64,
@@ -104,6 +108,15 @@ impl CompactionTask {
     /// at a lower priority, and reads would consult ever more segments.
     pub fn is_behind(&self) -> bool {
         self.behind
+    }
+
+    /// Whether the task rewrites reference segments left by a split, to drop the rows the other
+    /// side owns. Reads gain nothing from it (they skip those rows either way, and the row
+    /// filters already answered for them); it frees the shared files and makes scans read
+    /// only owned rows. Its owner may run it when the machine has CPU to spare, after the
+    /// merges that bound the segments a read consults.
+    pub fn rewrites_references(&self) -> bool {
+        self.rewrites_references
     }
 
     /// Merge the input segments into one new segment file (written, fsynced, renamed into
@@ -202,7 +215,7 @@ impl RegionStore {
     pub fn compaction_task(&self, major: bool) -> Option<CompactionTask> {
         if !major {
             if let Some(refs) = self.reference_inputs() {
-                return Some(self.task_for(refs, false));
+                return Some(self.reference_task(refs));
             }
         }
         let inputs = self.unreserved();
@@ -212,16 +225,38 @@ impl RegionStore {
         Some(self.task_for(inputs, major))
     }
 
-    /// The compaction a region runs by itself after a flush or an install: reference segments
-    /// first (as [`RegionStore::compaction_task`]), else a size-tiered merge
-    /// (`tiered_inputs`); `None` while neither is due. Several may be outstanding at once:
-    /// each takes only segments no other holds.
+    /// The compaction a region runs by itself after a flush or an install: a size-tiered merge
+    /// when one is due (`tiered_inputs`; it may take reference segments, and drops the rows
+    /// the store does not own as any compaction does), else a rewrite of reference segments
+    /// (as [`RegionStore::compaction_task`]; [`CompactionTask::rewrites_references`]), one at a
+    /// time; `None` while neither is due. Merges go first because they bound the segments a
+    /// read consults, which a reference rewrite does not need to. Several tasks may be
+    /// outstanding at once: each takes only segments no other holds.
     pub fn background_compaction_task(&self) -> Option<CompactionTask> {
         if self.poisoned.is_some() {
             return None;
         }
-        let inputs = self.reference_inputs().or_else(|| self.tiered_inputs())?;
-        Some(self.task_for(inputs, false))
+        if let Some(inputs) = self.tiered_inputs() {
+            return Some(self.task_for(inputs, false));
+        }
+        if self.rewriting_references() {
+            return None;
+        }
+        self.reference_inputs()
+            .map(|refs| self.reference_task(refs))
+    }
+
+    /// A rewrite of the reference segments `refs`.
+    fn reference_task(&self, refs: Vec<Arc<Segment>>) -> CompactionTask {
+        let mut task = self.task_for(refs, false);
+        task.rewrites_references = true;
+        task
+    }
+
+    /// Whether an outstanding compaction holds a reference segment.
+    fn rewriting_references(&self) -> bool {
+        let reserved = self.reserved.lock();
+        self.references.iter().any(|id| reserved.contains(id))
     }
 
     /// Whether a minor compaction would rewrite reference segments now: some are not held by
@@ -281,6 +316,7 @@ impl RegionStore {
                 self.pace(Arc::default())
             },
             behind,
+            rewrites_references: false,
             reservation,
             fs: self.fs.clone(),
             dir: self.dir.clone(),

@@ -10,8 +10,9 @@
 //! reference segments too, as it is about to give up the other half. No row is copied: the
 //! pause is one flush, a link per segment and three manifest writes, whatever the region's size.
 //!
-//! Later, a minor compaction on each side rewrites reference segments first into ordinary ones
-//! holding only owned rows (`compaction.rs`), paced like any background compaction; the file
+//! Later, compactions on each side rewrite reference segments into ordinary ones holding only
+//! owned rows (`compaction.rs`: size-tiered merges take them as any segment; a rewrite of its
+//! own comes when no merge is due), paced like any background compaction; the file
 //! goes when the second of its names does. Until then sizes count a reference segment by the
 //! owned share its index shows ([`Segment::owned_share`]), so a daughter does not look twice as
 //! large and ask for a split at once. A store holding reference segments may split again: the
