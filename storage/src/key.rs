@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn memkey_row_order_is_byte_order_even_with_zero_bytes_and_short_rows() {
-        let rows: [&[u8]; 12] = [
+        let rows: [&[u8]; 18] = [
             b"",
             b"\0",
             b"\0\0",
@@ -249,6 +249,12 @@ mod tests {
             b"abcdefgh\0",
             b"0123456789abcdef",
             b"0123456789abcdef\0",
+            b"0123456789abcdef0123456",
+            b"0123456789abcdef0123456\0\x01",
+            b"0123456789abcdef01234567",
+            b"0123456789abcdef01234567\0",
+            b"0123456789abcdef01234568",
+            b"0123456789abcdef0123456789",
             b"0123456789abcdeg",
         ];
         for a in rows {
@@ -257,6 +263,20 @@ mod tests {
                 let kb = MemKey::new(b, b"f", Some(b"q"), 1, Kind::Put);
                 assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} vs {b:?}");
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// Rows of a few byte values (zeros included), up to 40 bytes: whatever the inline
+        /// prefix holds, keys order as their rows' bytes.
+        #[test]
+        fn memkey_row_order_is_byte_order_for_any_rows(
+            a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, b'0', b'9']), 0..40),
+            b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, b'0', b'9']), 0..40),
+        ) {
+            let ka = MemKey::new(&a, b"f", None, 1, Kind::Put);
+            let kb = MemKey::new(&b, b"f", None, 1, Kind::Put);
+            proptest::prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
         }
     }
 }
