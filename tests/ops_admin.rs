@@ -218,6 +218,26 @@ async fn split_at_a_bucket_adds_exactly_one_region() {
             .expect("get");
         assert!(row.is_some(), "{key} survives the split");
     }
+    // Both sides started on the flushed segment as a reference segment; the background
+    // rewrites it to each side's own rows, and the regions say when that is done.
+    for r in regions {
+        let refs = r["reference_segments"]
+            .as_u64()
+            .expect("reference_segments");
+        assert!(refs <= r["segments"].as_u64().expect("segments"), "{r}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, now) = call!(app, get, "/admin/tables/s/regions");
+        if sum(&now, "reference_segments") == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "references still not rewritten: {now}"
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     // Splitting without a bucket lets the store choose; the count grows by one again.
     let upper = regions[1]["id"].as_u64().expect("id");
     let (status, v) = call!(app, post, format!("/admin/tables/s/regions/{upper}/split"));

@@ -163,6 +163,7 @@ async fn region_figures_appear_per_region_and_move_with_writes() {
         "kura_region_bytes",
         "kura_region_memtable_bytes",
         "kura_region_segments",
+        "kura_region_reference_segments",
         "kura_region_reads_total",
         "kura_region_flushes_total",
         "kura_region_compactions_total",

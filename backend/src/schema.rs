@@ -90,6 +90,9 @@ pub struct RegionStats {
     /// A compaction is under way, or has finished and waits to be installed.
     pub compacting: bool,
     pub segments: u64,
+    /// Of those, segments a split left shared with the other region, not yet rewritten to
+    /// the rows this region owns (reference segments; 0 where the backend has none).
+    pub reference_segments: u64,
     pub segment_bytes: u64,
     pub segment_cells: u64,
     pub log_bytes: u64,

@@ -634,6 +634,12 @@ const REGION_METRICS: &[RegionMetric] = &[
         r.stats.segments as f64
     }),
     (
+        "kura_region_reference_segments",
+        "gauge",
+        "Segment files a split left shared with another region, not yet rewritten.",
+        |r| r.stats.reference_segments as f64,
+    ),
+    (
         "kura_region_segment_bytes",
         "gauge",
         "Bytes in segment files.",

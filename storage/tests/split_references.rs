@@ -223,6 +223,7 @@ fn background_compactions_merge_a_due_tier_first_and_rewrite_references_one_batc
     let dir = tempfile::tempdir().unwrap();
     let (mut parent, _child) = split_parent(dir.path());
     assert_eq!(parent.reference_segments(), 3);
+    assert_eq!(parent.stats().reference_segments, 3, "shown to operators");
     // Three segments are no full tier: the references are rewritten, one task at a time.
     let rewrite = parent.background_compaction_task().expect("a rewrite");
     assert!(rewrite.rewrites_references());
@@ -243,6 +244,7 @@ fn background_compactions_merge_a_due_tier_first_and_rewrite_references_one_batc
     assert_eq!(merge.input_count(), 5);
     drop(parent.install_compaction(merge.run().unwrap()).unwrap());
     assert_eq!(parent.reference_segments(), 0);
+    assert_eq!(parent.stats().reference_segments, 0);
     assert_eq!(all_rows(&parent), expected(0, 2300, lower));
 }
 

@@ -529,6 +529,7 @@ impl RegionStore {
             flushing: self.frozen.is_some(),
             compacting: !self.reserved.lock().is_empty(),
             segments: self.segments.len() as u64,
+            reference_segments: self.references.len() as u64,
             segment_bytes,
             segment_cells,
             log_bytes: self.log.len(),
