@@ -111,10 +111,9 @@ impl CompactionTask {
     }
 
     /// Whether the task rewrites reference segments left by a split, to drop the rows the other
-    /// side owns. Reads gain nothing from it (they skip those rows either way, and the row
-    /// filters already answered for them); it frees the shared files and makes scans read
-    /// only owned rows. Its owner may run it when the machine has CPU to spare, after the
-    /// merges that bound the segments a read consults.
+    /// side owns. No read waits for it (reads skip those rows either way, and the due merges
+    /// bound the segments a read consults); it frees the shared files and spares scans the
+    /// other side's rows, so its owner may run it when the machine has CPU to spare.
     pub fn rewrites_references(&self) -> bool {
         self.rewrites_references
     }
@@ -229,9 +228,9 @@ impl RegionStore {
     /// when one is due (`tiered_inputs`; it may take reference segments, and drops the rows
     /// the store does not own as any compaction does), else a rewrite of reference segments
     /// (as [`RegionStore::compaction_task`]; [`CompactionTask::rewrites_references`]), one at a
-    /// time; `None` while neither is due. Merges go first because they bound the segments a
-    /// read consults, which a reference rewrite does not need to. Several tasks may be
-    /// outstanding at once: each takes only segments no other holds.
+    /// time; `None` while neither is due. Merges go first: they keep the segments a read
+    /// consults bounded, while a rewrite frees shared files and spares scans the other side's
+    /// rows. Several tasks may be outstanding at once: each takes only segments no other holds.
     pub fn background_compaction_task(&self) -> Option<CompactionTask> {
         if self.poisoned.is_some() {
             return None;
