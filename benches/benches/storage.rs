@@ -30,30 +30,41 @@ fn row_key(i: usize) -> Vec<u8> {
 }
 
 fn put(row: Vec<u8>) -> RowMutation {
+    put_sized(row, VALUE)
+}
+
+/// A one-cell put of a `value_len`-byte value.
+fn put_sized(row: Vec<u8>, value_len: usize) -> RowMutation {
     RowMutation {
         row,
         mutations: vec![Mutation::Put {
             family: b"f".to_vec(),
             qualifier: b"q".to_vec(),
             timestamp: None,
-            value: vec![7u8; VALUE],
+            value: vec![7u8; value_len],
         }],
     }
+}
+
+/// The options of every bench store: one family `f`.
+fn options(durability: Durability, memtable_budget: usize) -> StoreOptions {
+    let mut opts = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
+    opts.durability = durability;
+    opts.memtable_budget = memtable_budget;
+    opts
 }
 
 /// A store in a fresh temporary directory (removed when the returned guard drops).
 fn store(durability: Durability, memtable_budget: usize) -> (tempfile::TempDir, RegionStore) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut opts = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
-    opts.durability = durability;
-    opts.memtable_budget = memtable_budget;
-    let (s, _) = RegionStore::open(dir.path(), opts).expect("open store");
+    let (s, _) =
+        RegionStore::open(dir.path(), options(durability, memtable_budget)).expect("open store");
     (dir, s)
 }
 
 /// A store holding rows `0..n`, flushed to segments if `flush`.
 fn loaded(n: usize, flush: bool) -> (tempfile::TempDir, RegionStore) {
-    loaded_with(n, flush, row_key)
+    loaded_with(n, flush, row_key, VALUE)
 }
 
 /// HBase PE's row key for row `i` (`%026d`).
@@ -61,16 +72,18 @@ fn pe_key(i: usize) -> Vec<u8> {
     format!("{i:026}").into_bytes()
 }
 
+/// [`loaded`] with other row keys and values of `value_len` bytes.
 fn loaded_with(
     n: usize,
     flush: bool,
     key: fn(usize) -> Vec<u8>,
+    value_len: usize,
 ) -> (tempfile::TempDir, RegionStore) {
     let (dir, mut s) = store(Durability::None, 1 << 30);
     for chunk in (0..n).collect::<Vec<_>>().chunks(1024) {
         let ops = chunk
             .iter()
-            .map(|i| WriteOp::Mutate(put(key(*i))))
+            .map(|i| WriteOp::Mutate(put_sized(key(*i), value_len)))
             .collect();
         for r in s.write_batch(ops) {
             r.expect("load");
@@ -161,7 +174,7 @@ fn memtable(c: &mut Criterion) {
         });
     });
     // HBase PE's rows: 26 digits, zero-padded, so every key shares its first 16 bytes.
-    let (_dir, s) = loaded_with(LOADED, false, pe_key);
+    let (_dir, s) = loaded_with(LOADED, false, pe_key, VALUE);
     g.bench_function("get_pe_keys", |b| {
         b.iter(|| {
             let key = pe_key(rng.gen_range(0..LOADED));
@@ -288,33 +301,10 @@ const COLD_READS_PER_OPEN: u64 = 2_048;
 /// faults, which the GETs right after a large load pay on almost every read.
 fn cold_reads(c: &mut Criterion) {
     let mut g = c.benchmark_group("cold_reads");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let opts = || {
-        let mut o = StoreOptions::new(vec![FamilyDescriptor::new("f")]);
-        o.durability = Durability::None;
-        o.memtable_budget = 1 << 30;
-        o
-    };
-    {
-        let (mut s, _) = RegionStore::open(dir.path(), opts()).expect("open store");
-        for chunk in (0..COLD_ROWS).collect::<Vec<_>>().chunks(1024) {
-            let ops = chunk
-                .iter()
-                .map(|i| {
-                    let mut m = put(pe_key(*i));
-                    if let Mutation::Put { value, .. } = &mut m.mutations[0] {
-                        *value = vec![7u8; 1000];
-                    }
-                    WriteOp::Mutate(m)
-                })
-                .collect();
-            for r in s.write_batch(ops) {
-                r.expect("load");
-            }
-        }
-        s.flush().expect("flush");
-        assert_eq!(s.stats().segments, 1, "one segment");
-    }
+    let (dir, s) = loaded_with(COLD_ROWS, true, pe_key, 1000);
+    assert_eq!(s.stats().segments, 1, "one segment");
+    drop(s);
+    let opts = || options(Durability::None, 1 << 30);
     let mut rng = SmallRng::seed_from_u64(6);
     let read = ReadSpec::default();
     g.throughput(Throughput::Elements(1));

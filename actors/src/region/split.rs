@@ -12,7 +12,8 @@
 //! starved at low priority by a load keeping every core busy, they fell behind the writes
 //! refilling the memtable, and the split then flushed what had piled up inline (pauses of
 //! 170–190 ms in the 4 GB load). Both regions then rewrite their reference segments in the
-//! background (a minor compaction picks them first), paced like any compaction.
+//! background (after the merges that are due, one at a time in the server, at the lowest
+//! priority: `background::CompactionSlots`), paced like any compaction.
 //!
 //! A region asks after every write, flush and installed compaction, also while compactions
 //! run: a split links whatever segments the store has, and a compaction that was running
