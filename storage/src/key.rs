@@ -76,19 +76,41 @@ pub(crate) fn cmp_entries(a: &Entry<'_>, b: &Entry<'_>) -> Ordering {
         .then_with(|| b.seq.cmp(&a.seq))
 }
 
-/// A memtable key: row, family and qualifier in one allocation, ordered as [`cmp_entries`]
-/// without seq (the memtable keeps only the latest write of identical keys).
+/// Bytes of row ‖ family ‖ qualifier a [`MemKey`] holds in itself; longer keys go to the heap.
+/// Sized so that a key stays 64 bytes (one cache line in the tree's node): HBase
+/// PerformanceEvaluation's 26-digit rows with a short column (31 bytes) fit, as do most salted,
+/// reversed-domain and id keys.
+const INLINE: usize = 38;
+
+/// Bytes of the row a heap-held [`MemKey`] keeps beside its pointer.
+const HEAD: usize = 22;
+
+// A key reads its row's first sixteen bytes from either array, the next sixteen inline.
+const _: () = assert!(INLINE >= 32 && HEAD >= 16 && INLINE <= u8::MAX as usize);
+
+/// A memtable key: row, family and qualifier, ordered as [`cmp_entries`] without seq (the
+/// memtable keeps only the latest write of identical keys).
+///
+/// # Invariants
+/// 1. `bytes` holds row ‖ family ‖ qualifier: in the key when they fit in [`INLINE`] bytes,
+///    else on the heap with the row's first [`HEAD`] bytes (or the whole row, if shorter)
+///    beside the pointer. A comparison reads the heap only when two rows tie on all the bytes
+///    both keys hold in themselves, so short keys never leave the tree's node.
+/// 2. `size_of::<MemKey>() == 64` (a test holds it): larger keys make every node larger.
 #[derive(Clone, Debug)]
 pub(crate) struct MemKey {
-    /// The row's first 16 bytes, zero-padded, big-endian: when two prefixes differ they order
-    /// the rows exactly as the bytes do, so most comparisons never touch the heap.
-    row_prefix: u128,
-    data: Box<[u8]>,
+    bytes: KeyBytes,
     row_len: u32,
     fam_len: u32,
-    has_qual: bool,
     pub ts: i64,
+    has_qual: bool,
     pub kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+enum KeyBytes {
+    Inline { len: u8, buf: [u8; INLINE] },
+    Heap { head: [u8; HEAD], data: Box<[u8]> },
 }
 
 impl MemKey {
@@ -100,20 +122,35 @@ impl MemKey {
         kind: Kind,
     ) -> MemKey {
         let q = qualifier.unwrap_or(&[]);
-        let mut data = Vec::with_capacity(row.len() + family.len() + q.len());
-        data.extend_from_slice(row);
-        data.extend_from_slice(family);
-        data.extend_from_slice(q);
-        let mut prefix = [0u8; 16];
-        let n = row.len().min(16);
-        prefix[..n].copy_from_slice(&row[..n]);
+        let len = row.len() + family.len() + q.len();
+        let bytes = if len <= INLINE {
+            let mut buf = [0u8; INLINE];
+            buf[..row.len()].copy_from_slice(row);
+            buf[row.len()..row.len() + family.len()].copy_from_slice(family);
+            buf[row.len() + family.len()..len].copy_from_slice(q);
+            KeyBytes::Inline {
+                len: len as u8,
+                buf,
+            }
+        } else {
+            let mut data = Vec::with_capacity(len);
+            data.extend_from_slice(row);
+            data.extend_from_slice(family);
+            data.extend_from_slice(q);
+            let mut head = [0u8; HEAD];
+            let n = row.len().min(HEAD);
+            head[..n].copy_from_slice(&row[..n]);
+            KeyBytes::Heap {
+                head,
+                data: data.into_boxed_slice(),
+            }
+        };
         MemKey {
-            row_prefix: u128::from_be_bytes(prefix),
-            data: data.into_boxed_slice(),
+            bytes,
             row_len: row.len() as u32,
             fam_len: family.len() as u32,
-            has_qual: qualifier.is_some(),
             ts,
+            has_qual: qualifier.is_some(),
             kind,
         }
     }
@@ -123,26 +160,128 @@ impl MemKey {
         MemKey::new(row, &[], None, i64::MAX, Kind::DeleteFamily)
     }
 
+    /// Row ‖ family ‖ qualifier.
+    fn data(&self) -> &[u8] {
+        match &self.bytes {
+            KeyBytes::Inline { len, buf } => &buf[..*len as usize],
+            KeyBytes::Heap { data, .. } => data,
+        }
+    }
+
+    /// The row's bytes this key holds in itself, and whether they are the whole row.
+    #[inline]
+    fn row_head(&self) -> (&[u8], bool) {
+        let n = self.row_len as usize;
+        match &self.bytes {
+            KeyBytes::Inline { buf, .. } => (&buf[..n], true),
+            KeyBytes::Heap { head, .. } => (&head[..n.min(HEAD)], n <= HEAD),
+        }
+    }
+
     pub(crate) fn row(&self) -> &[u8] {
-        &self.data[..self.row_len as usize]
+        &self.data()[..self.row_len as usize]
     }
 
     pub(crate) fn family(&self) -> &[u8] {
-        &self.data[self.row_len as usize..(self.row_len + self.fam_len) as usize]
+        &self.data()[self.row_len as usize..(self.row_len + self.fam_len) as usize]
     }
 
     pub(crate) fn qualifier(&self) -> Option<&[u8]> {
         if self.has_qual {
-            Some(&self.data[(self.row_len + self.fam_len) as usize..])
+            Some(&self.data()[(self.row_len + self.fam_len) as usize..])
         } else {
             None
         }
     }
 
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.data.len()
+    /// Bytes of the row, family and qualifier: what the memtable charges for a key, held inline
+    /// or on the heap alike (the replayed part charges its entries the same).
+    pub(crate) fn key_len(&self) -> usize {
+        self.data().len()
+    }
+
+    /// Whether the key's bytes are held on the heap.
+    #[cfg(test)]
+    fn on_heap(&self) -> bool {
+        matches!(self.bytes, KeyBytes::Heap { .. })
+    }
+
+    /// The row's first sixteen bytes as a [`word`].
+    #[inline]
+    fn row_word(&self) -> u128 {
+        match &self.bytes {
+            KeyBytes::Inline { buf, .. } => word(buf, 0, self.row_len),
+            KeyBytes::Heap { head, .. } => word(head, 0, self.row_len),
+        }
+    }
+
+    /// The order of two keys whose rows' first sixteen bytes tie as [`word`]s: by the row
+    /// lengths if both end there, by the next sixteen bytes if both are held inline and end
+    /// within them, else by [`MemKey::cmp_rows_held`]; then by the columns. Out of line, and
+    /// the rarer steps out of it, so that the comparisons a search makes stay small.
+    #[inline(never)]
+    fn cmp_after_first_word(&self, o: &Self) -> Ordering {
+        let (la, lb) = (self.row_len, o.row_len);
+        let rows = match (&self.bytes, &o.bytes) {
+            _ if la <= 16 && lb <= 16 => la.cmp(&lb),
+            (KeyBytes::Inline { buf: a, .. }, KeyBytes::Inline { buf: b, .. })
+                if la <= 32 && lb <= 32 =>
+            {
+                word(a, 16, la).cmp(&word(b, 16, lb)).then(la.cmp(&lb))
+            }
+            _ => self.cmp_rows_held(o),
+        };
+        match rows {
+            Ordering::Equal => self.cmp_columns(o),
+            unequal => unequal,
+        }
+    }
+
+    /// Two rows by the bytes both keys hold in themselves, the heap only when those tie.
+    #[inline(never)]
+    fn cmp_rows_held(&self, o: &Self) -> Ordering {
+        let ((a, a_whole), (b, b_whole)) = (self.row_head(), o.row_head());
+        if a_whole && b_whole {
+            return a.cmp(b);
+        }
+        let n = a.len().min(b.len());
+        a[..n].cmp(&b[..n]).then_with(|| self.row().cmp(o.row()))
+    }
+
+    /// Two keys of one row: family, qualifier, timestamp (descending), kind.
+    #[inline(never)]
+    fn cmp_columns(&self, o: &Self) -> Ordering {
+        self.family()
+            .cmp(o.family())
+            .then_with(|| self.qualifier().cmp(&o.qualifier()))
+            .then_with(|| o.ts.cmp(&self.ts))
+            .then_with(|| self.kind.cmp(&o.kind))
     }
 }
+
+/// Bytes `at..at + 16` of a row of `row_len` bytes held at the start of `held`, those past
+/// the row zeroed, as a big-endian word: when two rows' words at the same offset differ (their
+/// bytes before it equal) they order the rows as their bytes do, since zero padding never puts
+/// a shorter row after a longer one that begins with it. Equal words say nothing, unless both
+/// rows end within them: then the shorter row is the smaller.
+#[inline]
+fn word(held: &[u8], at: usize, row_len: u32) -> u128 {
+    let bytes: [u8; 16] = held[at..at + 16].try_into().expect("16 bytes");
+    let left = (row_len as usize).saturating_sub(at).min(16);
+    u128::from_be_bytes(bytes) & WORD_MASKS[left]
+}
+
+/// `WORD_MASKS[n]` keeps a word's first `n` bytes (a table: shifts of a `u128` by a variable
+/// amount cost a dozen instructions and a branch).
+const WORD_MASKS: [u128; 17] = {
+    let mut masks = [u128::MAX; 17];
+    let mut n = 0;
+    while n < 16 {
+        masks[n] = !(u128::MAX >> (8 * n));
+        n += 1;
+    }
+    masks
+};
 
 impl PartialEq for MemKey {
     fn eq(&self, other: &Self) -> bool {
@@ -159,14 +298,13 @@ impl PartialOrd for MemKey {
 }
 
 impl Ord for MemKey {
+    /// Rows by their first sixteen bytes as one word: for most keys the whole comparison.
+    #[inline]
     fn cmp(&self, o: &Self) -> Ordering {
-        self.row_prefix
-            .cmp(&o.row_prefix)
-            .then_with(|| self.row().cmp(o.row()))
-            .then_with(|| self.family().cmp(o.family()))
-            .then_with(|| self.qualifier().cmp(&o.qualifier()))
-            .then_with(|| o.ts.cmp(&self.ts))
-            .then_with(|| self.kind.cmp(&o.kind))
+        match self.row_word().cmp(&o.row_word()) {
+            Ordering::Equal => self.cmp_after_first_word(o),
+            unequal => unequal,
+        }
     }
 }
 
@@ -266,17 +404,90 @@ mod tests {
         }
     }
 
+    #[test]
+    fn memkey_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<MemKey>(), 64);
+    }
+
+    #[test]
+    fn memkey_gives_back_its_parts_held_inline_or_on_the_heap() {
+        let long = [b'x'; 50];
+        for (row, family, qualifier) in [
+            (&b"r"[..], &b"f"[..], Some(&b"q"[..])),
+            (
+                &b"00000000000000000000001234"[..],
+                &b"info"[..],
+                Some(&b"0"[..]),
+            ),
+            (&long[..], &b"f"[..], None),
+            (&b"r"[..], &b"f"[..], Some(&long[..])),
+            (&long[..30], &b"family"[..], Some(&b"q"[..])),
+        ] {
+            let k = MemKey::new(row, family, qualifier, 7, Kind::Put);
+            assert_eq!(k.row(), row);
+            assert_eq!(k.family(), family);
+            assert_eq!(k.qualifier(), qualifier);
+            let len = row.len() + family.len() + qualifier.map_or(0, <[u8]>::len);
+            assert_eq!(k.key_len(), len);
+            assert_eq!(k.on_heap(), len > INLINE, "{len} bytes");
+        }
+    }
+
+    fn bytes_of(
+        values: &'static [u8],
+        len: usize,
+    ) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(proptest::sample::select(values), 0..len)
+    }
+
+    /// Row, family, qualifier, timestamp and kind of a generated key.
+    type Parts = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, i64, u8);
+
+    fn key_of((row, family, qualifier, ts, kind): &Parts) -> MemKey {
+        let kind = Kind::from_u8(*kind).expect("kind");
+        MemKey::new(row, family, qualifier.as_deref(), *ts, kind)
+    }
+
+    fn entry_of((row, family, qualifier, ts, kind): &Parts) -> Entry<'_> {
+        Entry {
+            row,
+            family,
+            qualifier: qualifier.as_deref(),
+            ts: *ts,
+            kind: Kind::from_u8(*kind).expect("kind"),
+            seq: 0,
+            value: b"",
+        }
+    }
+
     proptest::proptest! {
         /// Rows of a few byte values (zeros included), up to 40 bytes: whatever the inline
         /// prefix holds, keys order as their rows' bytes.
         #[test]
         fn memkey_row_order_is_byte_order_for_any_rows(
-            a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, b'0', b'9']), 0..40),
-            b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, b'0', b'9']), 0..40),
+            a in bytes_of(&[0, 1, b'0', b'9'], 40),
+            b in bytes_of(&[0, 1, b'0', b'9'], 40),
         ) {
             let ka = MemKey::new(&a, b"f", None, 1, Kind::Put);
             let kb = MemKey::new(&b, b"f", None, 1, Kind::Put);
             proptest::prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+        }
+
+        /// Whole keys, short enough to be held inline or long enough for the heap, whose rows
+        /// share a prefix of up to 40 bytes (on both sides of what a heap key keeps beside its
+        /// pointer): they order as [`cmp_entries`] orders their entries.
+        #[test]
+        fn memkey_order_is_entry_order_inline_or_on_the_heap(
+            shared in bytes_of(&[0, b'0', b'9'], 40),
+            a in (bytes_of(&[0, b'0', b'9'], 4), bytes_of(b"fg", 3), proptest::option::of(bytes_of(b"pq", 12)), 0i64..3, 0u8..4),
+            b in (bytes_of(&[0, b'0', b'9'], 4), bytes_of(b"fg", 3), proptest::option::of(bytes_of(b"pq", 12)), 0i64..3, 0u8..4),
+        ) {
+            let with_shared = |mut p: Parts| {
+                p.0.splice(0..0, shared.iter().copied());
+                p
+            };
+            let (a, b) = (with_shared(a), with_shared(b));
+            proptest::prop_assert_eq!(key_of(&a).cmp(&key_of(&b)), cmp_entries(&entry_of(&a), &entry_of(&b)));
         }
     }
 }

@@ -66,7 +66,7 @@ impl Memtable {
                 }
             }
             MapEntry::Vacant(slot) => {
-                self.bytes += slot.key().heap_bytes() + value.len() + ENTRY_OVERHEAD;
+                self.bytes += slot.key().key_len() + value.len() + ENTRY_OVERHEAD;
                 slot.insert(MemValue {
                     seq,
                     value: value.into_boxed_slice(),
@@ -99,7 +99,7 @@ impl Memtable {
             if let Some(v) = self.map.remove(k) {
                 self.bytes = self
                     .bytes
-                    .saturating_sub(k.heap_bytes() + v.value.len() + ENTRY_OVERHEAD);
+                    .saturating_sub(k.key_len() + v.value.len() + ENTRY_OVERHEAD);
             }
         }
         stale.len()
