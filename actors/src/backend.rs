@@ -30,7 +30,7 @@ impl Backend for Kura {
         Ok(Kura::list_tables(self))
     }
 
-    async fn table(&self, name: &str) -> Result<Option<TableDescriptor>> {
+    async fn table(&self, name: &str) -> Result<Option<Arc<TableDescriptor>>> {
         Ok(Kura::table(self, name))
     }
 

@@ -361,15 +361,15 @@ impl Kura {
             .routes
             .tables
             .iter()
-            .map(|e| e.value().desc.clone())
+            .map(|e| (*e.value().desc).clone())
             .collect();
         tables.sort_by(|a, b| a.name.cmp(&b.name));
         tables
     }
 
     /// One table's descriptor.
-    pub fn table(&self, name: &str) -> Option<TableDescriptor> {
-        self.inner.routes.get(name).map(|r| r.desc.clone())
+    pub fn table(&self, name: &str) -> Option<Arc<TableDescriptor>> {
+        self.inner.routes.get(name).map(|r| Arc::clone(&r.desc))
     }
 
     /// Create a table (`TableExists` if present, `InvalidArgument` for a bad name or schema).

@@ -218,7 +218,8 @@ impl Layout {
         })
     }
 
-    fn publish(&self, desc: TableDescriptor, regions: Vec<RegionRoute>) {
+    fn publish(&self, desc: impl Into<Arc<TableDescriptor>>, regions: Vec<RegionRoute>) {
+        let desc = desc.into();
         let activity = match self.routes.get(&desc.name) {
             Some(old) => Arc::clone(&old.activity),
             None => (0..desc.salt.buckets)
@@ -414,7 +415,7 @@ impl Layout {
                         }
                     }
                 }
-                self.publish(route.desc.clone(), regions);
+                self.publish(Arc::clone(&route.desc), regions);
             }
             return Err(e);
         }
@@ -562,7 +563,7 @@ impl Layout {
             regions[pos].range = lower;
             regions.insert(pos + 1, new_route);
         }
-        self.publish(route.desc.clone(), regions);
+        self.publish(Arc::clone(&route.desc), regions);
         tracing::info!(
             table,
             region = region.get(),

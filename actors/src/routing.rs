@@ -127,7 +127,7 @@ impl RegionRoute {
 
 /// An immutable snapshot of one table's layout.
 pub(crate) struct TableRoute {
-    pub desc: TableDescriptor,
+    pub desc: Arc<TableDescriptor>,
     pub regions: Vec<RegionRoute>,
     /// Shared across snapshots of the same table so counts survive splits.
     pub activity: Arc<[BucketActivity]>,

@@ -96,8 +96,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Every table, sorted by name.
     async fn list_tables(&self) -> Result<Vec<TableDescriptor>>;
 
-    /// One table's descriptor (`Ok(None)` if there is no such table).
-    async fn table(&self, name: &str) -> Result<Option<TableDescriptor>>;
+    /// One table's descriptor (`Ok(None)` if there is no such table), shared with the
+    /// backend's own copy: every request looks its table up, and a reference count is all it
+    /// costs.
+    async fn table(&self, name: &str) -> Result<Option<Arc<TableDescriptor>>>;
 
     /// Create a table (`TableExists` if present, `InvalidArgument` for a bad name or schema).
     async fn create_table(&self, desc: TableDescriptor) -> Result<()>;

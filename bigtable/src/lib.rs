@@ -155,9 +155,13 @@ impl Backend for BigtableBackend {
         self.schemas.list().await
     }
 
-    async fn table(&self, name: &str) -> Result<Option<TableDescriptor>> {
+    async fn table(&self, name: &str) -> Result<Option<Arc<TableDescriptor>>> {
         self.open()?;
-        Ok(self.schemas.lookup(name).await?.map(|i| i.desc.clone()))
+        Ok(self
+            .schemas
+            .lookup(name)
+            .await?
+            .map(|i| Arc::clone(&i.desc)))
     }
 
     async fn create_table(&self, desc: TableDescriptor) -> Result<()> {

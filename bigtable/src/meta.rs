@@ -58,7 +58,7 @@ const ROW_PREFIX: &[u8] = b"table:";
 /// A table as this backend knows it.
 #[derive(Clone, Debug)]
 pub struct TableInfo {
-    pub desc: TableDescriptor,
+    pub desc: Arc<TableDescriptor>,
     /// Full Bigtable name `projects/P/instances/I/tables/ID`.
     pub full_name: String,
 }
@@ -294,7 +294,10 @@ impl Schemas {
                 ))
             })?;
             let full_name = self.conn.table_name(&table_id(&desc.name));
-            out.push(Arc::new(TableInfo { desc, full_name }));
+            out.push(Arc::new(TableInfo {
+                desc: Arc::new(desc),
+                full_name,
+            }));
         }
         Ok(out)
     }
@@ -363,7 +366,7 @@ impl Schemas {
     /// Every table, sorted by name.
     pub async fn list(&self) -> Result<Vec<TableDescriptor>> {
         let all = self.read_meta(None).await?;
-        let mut out: Vec<TableDescriptor> = all.iter().map(|i| i.desc.clone()).collect();
+        let mut out: Vec<TableDescriptor> = all.iter().map(|i| (*i.desc).clone()).collect();
         for info in all {
             self.remember(&info.desc.name.clone(), Some(info));
         }
@@ -526,7 +529,13 @@ impl Schemas {
         self.put_meta(&desc).await?;
         let full_name = self.conn.table_name(&table_id(&desc.name));
         let name = desc.name.clone();
-        self.remember(&name, Some(Arc::new(TableInfo { desc, full_name })));
+        self.remember(
+            &name,
+            Some(Arc::new(TableInfo {
+                desc: Arc::new(desc),
+                full_name,
+            })),
+        );
         Ok(())
     }
 
@@ -589,7 +598,7 @@ impl Schemas {
         self.remember(
             &new_desc.name,
             Some(Arc::new(TableInfo {
-                desc: new_desc.clone(),
+                desc: Arc::new(new_desc.clone()),
                 full_name: old.full_name.clone(),
             })),
         );

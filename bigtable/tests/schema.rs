@@ -35,7 +35,7 @@ async fn tables_round_trip_through_create_list_alter_and_drop() {
     b.create_table(table("a0", &[("x", 1, None)]))
         .await
         .unwrap();
-    assert_eq!(b.table("t1").await.unwrap(), Some(desc.clone()));
+    assert_eq!(b.table("t1").await.unwrap(), Some(desc.clone().into()));
     let names: Vec<String> = b
         .list_tables()
         .await
@@ -70,7 +70,7 @@ async fn tables_round_trip_through_create_list_alter_and_drop() {
         merged.attributes.get("OWNER").map(String::as_str),
         Some("me")
     );
-    assert_eq!(b.table("t1").await.unwrap(), Some(merged));
+    assert_eq!(b.table("t1").await.unwrap(), Some(merged.into()));
     b.mutate_rows("t1", vec![put("r", "new", "q", "v")])
         .await
         .unwrap();

@@ -136,8 +136,9 @@ pub async fn ensure_table(kura: &Store, name: &str) -> Result<(), BackendError> 
     }
     let _guard = CREATE_LOCK.lock().await;
     for (table, families) in APP_TABLES.iter().filter(|(t, _)| *t == name) {
-        if let Some(mut desc) = kura.table(table).await? {
+        if let Some(desc) = kura.table(table).await? {
             if !has_records(&desc) {
+                let mut desc = (*desc).clone();
                 desc.families = vec![records_family()];
                 kura.alter_table(desc, kura_backend::AlterMode::Merge)
                     .await?;

@@ -169,7 +169,10 @@ impl Side {
     /// The table's schema, `None` if there is no such table.
     pub async fn describe(&self, table: &str) -> Result<Option<TableDescriptor>, String> {
         match self {
-            Side::Store(s) => s.table(table).await.map_err(|e| e.to_string()),
+            Side::Store(s) => match s.table(table).await {
+                Ok(desc) => Ok(desc.map(|d| (*d).clone())),
+                Err(e) => Err(e.to_string()),
+            },
             Side::Rest(c) => c.schema(table).await,
         }
     }

@@ -166,7 +166,7 @@ fn table_view(d: &TableDescriptor, regions: usize) -> TableView {
     }
 }
 
-async fn descriptor(state: &AppState, table: &str) -> Result<TableDescriptor> {
+async fn descriptor(state: &AppState, table: &str) -> Result<std::sync::Arc<TableDescriptor>> {
     state
         .kura
         .table(table)

@@ -73,7 +73,10 @@ pub fn check_table_name(name: &str) -> ApiResult<()> {
 }
 
 /// The table's descriptor, or 404.
-pub async fn table_or_404(state: &AppState, table: &str) -> ApiResult<TableDescriptor> {
+pub async fn table_or_404(
+    state: &AppState,
+    table: &str,
+) -> ApiResult<std::sync::Arc<TableDescriptor>> {
     state.kura.table(table).await?.ok_or(ApiError::NotFound)
 }
 
