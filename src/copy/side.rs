@@ -169,10 +169,11 @@ impl Side {
     /// The table's schema, `None` if there is no such table.
     pub async fn describe(&self, table: &str) -> Result<Option<TableDescriptor>, String> {
         match self {
-            Side::Store(s) => match s.table(table).await {
-                Ok(desc) => Ok(desc.map(|d| (*d).clone())),
-                Err(e) => Err(e.to_string()),
-            },
+            Side::Store(s) => s
+                .table(table)
+                .await
+                .map(|desc| desc.map(std::sync::Arc::unwrap_or_clone))
+                .map_err(|e| e.to_string()),
             Side::Rest(c) => c.schema(table).await,
         }
     }
