@@ -20,6 +20,7 @@
 
 pub mod apps;
 pub mod backup;
+pub mod compress;
 pub mod config;
 pub mod copy;
 pub mod error;

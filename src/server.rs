@@ -9,6 +9,7 @@
 //! 3. A request that arrives while the store opens waits for the state; it is never refused
 //!    for it.
 
+use crate::compress::Compress;
 use crate::config::Config;
 use crate::guard::{AuthToken, Guard};
 use crate::state::StateSource;
@@ -125,6 +126,7 @@ pub fn app(
     source: Arc<StateSource>,
     guard: Guard,
     max_body: usize,
+    compress: Compress,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -140,7 +142,7 @@ pub fn app(
         .app_data(web::JsonConfig::default().limit(max_body))
         // Innermost: every handler finds `web::Data<AppState>`.
         .wrap(ProvideState { source })
-        .wrap(actix_web::middleware::Compress::default())
+        .wrap(compress)
         .wrap(guard)
         // Outermost, so that refusals and panics are counted too.
         .wrap(crate::ops::metrics::MetricsMiddleware::new(metrics))
@@ -162,12 +164,13 @@ pub fn build_server(
         .validate()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let max_body = config.max_body;
+    let compress = Compress::new(config.compress_min_bytes);
     let guard = Guard::new(AuthToken(token), !config.allow_remote);
     let mut server = HttpServer::new(move || {
         if register_arbiters {
             state.register_current_arbiter();
         }
-        app(Arc::clone(&state), guard.clone(), max_body)
+        app(Arc::clone(&state), guard.clone(), max_body, compress)
     })
     .client_request_timeout(Duration::from_secs(config.header_timeout_secs.max(1)))
     // actix leaves Nagle on by default: a response written as head + body then waits for the

@@ -1,12 +1,16 @@
-//! Request bodies sent with `Content-Encoding: gzip` (HBase REST's GzipFilter) are inflated
-//! before they are parsed, through the real `kura` binary, i.e. the server exactly as `main`
-//! builds it (middleware, payload limits and all). The body limit applies to the inflated bytes.
+//! Compressed bodies both ways, through the real `kura` binary, i.e. the server exactly as
+//! `main` builds it (middleware, payload limits and all). Request bodies sent with
+//! `Content-Encoding: gzip` (HBase REST's GzipFilter) are inflated before they are parsed; the
+//! body limit applies to the inflated bytes. Answers are compressed when the request accepts it
+//! and the body is 2 KiB or more (`--compress-min-bytes`, `src/compress.rs`).
 
 mod server_harness;
 
+use flate2::read::{GzDecoder, ZlibDecoder};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use server_harness::{b64, create_table, Http, Server};
+use std::io::Read;
 use std::io::Write;
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
@@ -194,4 +198,173 @@ fn body_labelled_gzip_that_is_not_gzip_is_400_and_writes_nothing() {
 #[test]
 fn body_in_an_unknown_content_encoding_is_415_and_writes_nothing() {
     assert_eq!(put_plain_labelled("bogus"), 415);
+}
+
+fn get_accepting(http: &mut Http, path: &str, encodings: &str) -> server_harness::Response {
+    http.request(
+        "GET",
+        path,
+        &[
+            ("Accept", "application/json"),
+            ("Accept-Encoding", encodings),
+        ],
+        b"",
+    )
+    .expect("GET")
+}
+
+#[test]
+fn answers_under_the_minimum_go_out_uncompressed_even_to_clients_accepting_gzip() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path(), &[]);
+    let mut http = server.client();
+    create_table(&mut http, "gz", &["cf"]);
+    // A PerformanceEvaluation row: one cell of 1,000 bytes, about 1.4 KB of JSON.
+    let value = b"0123456789".repeat(100);
+    let r = http
+        .request(
+            "PUT",
+            "/gz/small/cf:a",
+            &[("Content-Type", "application/octet-stream")],
+            &value,
+        )
+        .expect("PUT");
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // What Python's `requests` sends on every request (hbase-rest-py, starbase).
+    let plain = get(&mut http, "/gz/small", "application/json");
+    assert!(
+        (1024..2048).contains(&plain.body.len()),
+        "{}",
+        plain.body.len()
+    );
+    for path in ["/gz/small", "/healthz"] {
+        let r = get_accepting(&mut http, path, "gzip, deflate");
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert_eq!(r.header("content-encoding"), None, "{path} sent as it is");
+        assert_eq!(r.header("vary"), None, "{path} does not vary");
+    }
+    let r = get_accepting(&mut http, "/gz/small", "gzip, deflate, br, zstd");
+    assert_eq!((r.header("content-encoding"), &r.body), (None, &plain.body));
+    assert_eq!(row_cells(&json_of(&r)), vec![("cf:a".to_string(), value)]);
+}
+
+#[test]
+fn large_answers_come_compressed_in_the_encoding_the_client_prefers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path(), &[]);
+    let mut http = server.client();
+    create_table(&mut http, "gz", &["cf"]);
+    let value = b"a value that compresses well; ".repeat(200);
+    for row in ["r1", "r2", "r3"] {
+        let r = http
+            .request(
+                "PUT",
+                &format!("/gz/{row}/cf:a"),
+                &[("Content-Type", "application/octet-stream")],
+                &value,
+            )
+            .expect("PUT");
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let inflate = |r: &server_harness::Response| {
+        let mut out = Vec::new();
+        match r.header("content-encoding") {
+            Some("gzip") => GzDecoder::new(&r.body[..]).read_to_end(&mut out),
+            Some("deflate") => ZlibDecoder::new(&r.body[..]).read_to_end(&mut out),
+            other => panic!("expected gzip or deflate, got {other:?}"),
+        }
+        .expect("inflates");
+        out
+    };
+
+    // A row and a scan (a streamed body of unknown length), each against the same uncompressed.
+    for path in ["/gz/r1", "/gz/*"] {
+        let plain = get(&mut http, path, "application/json");
+        assert_eq!(plain.status, 200, "{path}: {}", plain.text());
+        assert!(
+            plain.body.len() >= 1024,
+            "{path}: {} bytes",
+            plain.body.len()
+        );
+        assert_eq!(plain.header("content-encoding"), None);
+        for (asked, sent) in [
+            ("gzip, deflate", "gzip"),
+            ("deflate", "deflate"),
+            ("deflate;q=1.0, gzip;q=0.5", "deflate"),
+        ] {
+            let r = get_accepting(&mut http, path, asked);
+            assert_eq!(r.status, 200, "{path} {asked}: {}", r.text());
+            assert_eq!(r.header("content-encoding"), Some(sent), "{path} {asked}");
+            assert_eq!(r.header("vary"), Some("accept-encoding"), "{path} {asked}");
+            assert!(
+                r.body.len() < plain.body.len() / 4,
+                "{path} {asked}: compressed"
+            );
+            assert_eq!(inflate(&r), plain.body, "{path} {asked}: the same answer");
+        }
+    }
+    let r = get_accepting(&mut http, "/gz/r1", "br");
+    assert_eq!((r.status, r.header("content-encoding")), (200, Some("br")));
+    let r = get_accepting(&mut http, "/gz/r1", "zstd");
+    assert_eq!(
+        (r.status, r.header("content-encoding")),
+        (200, Some("zstd"))
+    );
+}
+
+#[test]
+fn a_client_accepting_no_encoding_the_server_has_gets_the_answer_as_it_is() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path(), &[]);
+    let mut http = server.client();
+    create_table(&mut http, "gz", &["cf"]);
+    let value = b"a value that compresses well; ".repeat(200);
+    let r = http
+        .request(
+            "PUT",
+            "/gz/r1/cf:a",
+            &[("Content-Type", "application/octet-stream")],
+            &value,
+        )
+        .expect("PUT");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let plain = get(&mut http, "/gz/r1", "application/json");
+    // RFC 9110, 12.5.3: none acceptable, identity refused or not, gets no content coding.
+    for asked in [
+        "compress",
+        "identity;q=0",
+        "compress, *;q=0",
+        "no such header value;;",
+    ] {
+        let r = get_accepting(&mut http, "/gz/r1", asked);
+        assert_eq!(r.status, 200, "{asked}: {}", r.text());
+        assert_eq!(r.header("content-encoding"), None, "{asked}");
+        assert_eq!(r.body, plain.body, "{asked}");
+    }
+}
+
+#[test]
+fn with_compression_off_every_answer_goes_out_as_it_is() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path(), &["--compress-min-bytes", "0"]);
+    let mut http = server.client();
+    create_table(&mut http, "gz", &["cf"]);
+    let value = b"a value that compresses well; ".repeat(200);
+    let r = http
+        .request(
+            "PUT",
+            "/gz/r1/cf:a",
+            &[("Content-Type", "application/octet-stream")],
+            &value,
+        )
+        .expect("PUT");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let plain = get(&mut http, "/gz/r1", "application/json");
+    for asked in ["gzip, deflate", "br", "zstd"] {
+        let r = get_accepting(&mut http, "/gz/r1", asked);
+        assert_eq!(r.status, 200, "{asked}: {}", r.text());
+        assert_eq!(r.header("content-encoding"), None, "{asked}");
+        assert_eq!(r.body, plain.body, "{asked}");
+    }
 }

@@ -47,6 +47,7 @@ pub async fn service(
         StateSource::ready_data(state.clone()),
         Guard::new(AuthToken(None), true),
         max_body,
+        kura::compress::Compress::default(),
     ))
     .await
 }
