@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The 4 GB load and the reads right after it, beside reads of 10,000 rows in the same set-up
+# (benches/README.md, "The figures": the load's stalls, tail and memory; reads as data grows).
+#
+#   benches/load_4gb.sh [--rows N] [--value-size B] [--read-secs S] [--out DIR] [--no-build]
+#
+# 1. Starts `kura` on a fresh data directory under DIR (64 MB memtables, the default) and
+#    samples its RssAnon (`/proc/PID/status`: anonymous memory, not the mapped segments) every
+#    second.
+# 2. Loads N rows (4,000,000) of B bytes (1,000) with kura-load's load phase (16 connections,
+#    batches of 100 rows), then at once reads them for S seconds (30) with one-cell GETs from
+#    64 connections.
+# 3. Starts a fresh server, loads 10,000 rows of B bytes and reads them the same way.
+#
+# Prints a markdown table of the figures beside their targets: seconds of the load with no
+# completed write, the load's p99.9, the largest RssAnon against twice the memtable budget per
+# region of the loaded table plus 256 MB, and GETs/s right after the load against GETs/s on
+# 10,000 rows. Per-second charts: DIR/load/chart.svg and DIR/read/chart.svg. Needs about twice
+# N x B of free disk under DIR while it runs (the data directory is removed at the end). Exit 2
+# when a run could not be made, 1 when a target was missed.
+set -euo pipefail
+
+rows=4000000
+value=1000
+read_secs=30
+out=""
+build=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --rows) rows="$2"; shift ;;
+    --value-size) value="$2"; shift ;;
+    --read-secs) read_secs="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    --no-build) build=0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "load_4gb.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+target=${CARGO_TARGET_DIR:-$root/target}
+out=${out:-$root/benches/out/load-4gb}
+if [ "$build" = 1 ]; then
+    cargo build --release -q -p kura -p kura-bench --bins
+fi
+kura="$target/release/kura"
+load="$target/release/kura-load"
+for b in "$kura" "$load"; do
+    [ -x "$b" ] || { echo "load_4gb.sh: $b missing (run without --no-build)" >&2; exit 2; }
+done
+rm -rf "$out"
+mkdir -p "$out"
+memtable_mb=64
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+addr="127.0.0.1:$port"
+server_pid=""
+sampler_pid=""
+cleanup() {
+    if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null || true; fi
+    if [ -n "$server_pid" ]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$out/data"
+    return 0
+}
+trap cleanup EXIT
+
+"$kura" --data-dir "$out/data" --bind "$addr" --memtable-mb "$memtable_mb" >"$out/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do
+    curl -sf "http://$addr/healthz" >/dev/null 2>&1 && break
+    kill -0 "$server_pid" 2>/dev/null || { echo "load_4gb.sh: kura did not start (see $out/server.log)" >&2; exit 2; }
+    sleep 0.1
+done
+(
+    while kill -0 "$server_pid" 2>/dev/null; do
+        awk '/^RssAnon/ {print $2}' "/proc/$server_pid/status" 2>/dev/null || true
+        sleep 1
+    done
+) >"$out/rss_kb.txt" &
+sampler_pid=$!
+
+if ! "$load" --target "$addr" --no-baseline -w random-read --rows "$rows" --value-size "$value" \
+    -d 1s --quiet --out "$out/load" >"$out/load.txt" 2>&1; then
+    echo "load_4gb.sh: the load failed (see $out/load.txt)" >&2
+    exit 2
+fi
+if ! "$load" --target "$addr" --no-baseline --no-load -w random-read --rows "$rows" \
+    --value-size "$value" -d "${read_secs}s" --quiet --out "$out/read" >"$out/read.txt" 2>&1; then
+    echo "load_4gb.sh: the read after the load failed (see $out/read.txt)" >&2
+    exit 2
+fi
+curl -sf "http://$addr/admin/tables/TestTable/regions" >"$out/regions.json"
+cleanup
+server_pid=""
+sampler_pid=""
+
+if ! "$load" --spawn-server "$kura" --no-baseline -w random-read --rows 10000 --value-size "$value" \
+    -d "${read_secs}s" --quiet --out "$out/small" >"$out/small.txt" 2>&1; then
+    echo "load_4gb.sh: the read of 10,000 rows failed (see $out/small.txt)" >&2
+    exit 2
+fi
+
+python3 - "$out" "$memtable_mb" "$rows" "$value" <<'EOF'
+import json, sys
+out, memtable_mb, rows, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+def phase(name, which):
+    r = json.load(open(f"{out}/{name}/result.json"))
+    return next(p for p in r["phases"] if p["name"] == which)["summary"]
+load, read, small = phase("load", "load"), phase("read", "run"), phase("small", "run")
+timeline = load["timeline"]
+# The last second is partial: the load ends within it.
+zero = sum(1 for t in timeline[:-1] if t["ops"] == 0)
+p999 = load["latency"]["p999_us"] / 1000
+rss = max((int(l) for l in open(f"{out}/rss_kb.txt") if l.strip()), default=0) / 1024
+regions = len(json.load(open(f"{out}/regions.json"))["regions"])
+bound = 2 * memtable_mb * regions + 256
+ratio = read["ok_throughput"] / small["ok_throughput"]
+checks = [
+    ("seconds of the load with no completed write", f"{zero} of {len(timeline)}", "0", zero == 0),
+    ("the load's p99.9", f"{p999:.0f} ms", "< 200 ms", p999 < 200),
+    ("largest RssAnon", f"{rss:.0f} MB", f"< {bound} MB (2 x {memtable_mb} MB x {regions} regions + 256)", rss < bound),
+    ("GET right after the load / GET on 10,000 rows",
+     f"{ratio:.2f} ({read['ok_throughput'] / 1000:.1f}k / {small['ok_throughput'] / 1000:.1f}k GET/s)", ">= 0.8", ratio >= 0.8),
+]
+print()
+print(f"{rows:,} rows of {value:,} bytes loaded in {load['elapsed_s']:.0f} s ({load['rows_per_s'] / 1000:.1f}k rows/s)")
+print()
+print("| figure | value | target | met |")
+print("|---|---|---|---|")
+for name, got, want, ok in checks:
+    print(f"| {name} | {got} | {want} | {'yes' if ok else '**no**'} |")
+print()
+print(f"charts: {out}/load/chart.svg, {out}/read/chart.svg")
+sys.exit(0 if all(ok for *_, ok in checks) else 1)
+EOF
