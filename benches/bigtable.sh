@@ -35,21 +35,13 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-target=${CARGO_TARGET_DIR:-$root/target}
-out=${out:-$root/benches/out/bigtable}
-mkdir -p "$out"
-
+. "$(dirname "$0")/common.sh"
+release_binaries bigtable.sh "$build"
 if [ "$build" = 1 ]; then
-    cargo build --release -q -p kura -p kura-bench --bins
     cargo bench -q -p kura-bench --bench bigtable_read --no-run
 fi
-kura="$target/release/kura"
-load="$target/release/kura-load"
-for b in "$kura" "$load"; do
-    [ -x "$b" ] || { echo "bigtable.sh: $b missing (run without --no-build)" >&2; exit 2; }
-done
+out=${out:-$root/benches/out/bigtable}
+mkdir -p "$out"
 
 status=0
 worse() { [ "$1" -gt "$status" ] && status=$1; return 0; }

@@ -38,24 +38,14 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-target=${CARGO_TARGET_DIR:-$root/target}
+. "$(dirname "$0")/common.sh"
+release_binaries load_4gb.sh "$build"
 out=${out:-$root/benches/out/load-4gb}
-if [ "$build" = 1 ]; then
-    cargo build --release -q -p kura -p kura-bench --bins
-fi
-kura="$target/release/kura"
-load="$target/release/kura-load"
-for b in "$kura" "$load"; do
-    [ -x "$b" ] || { echo "load_4gb.sh: $b missing (run without --no-build)" >&2; exit 2; }
-done
 rm -rf "$out"
 mkdir -p "$out"
 memtable_mb=64
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-addr="127.0.0.1:$port"
+addr="127.0.0.1:$(free_port)"
 server_pid=""
 sampler_pid=""
 cleanup() {

@@ -39,9 +39,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-target=${CARGO_TARGET_DIR:-$root/target}
+. "$(dirname "$0")/common.sh"
+release_binaries redis_counter.sh "$build"
 out=${out:-$root/benches/out/redis-counter}
 mkdir -p "$out"
 
@@ -54,16 +53,6 @@ if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/nu
     fi
 fi
 
-if [ "$build" = 1 ]; then
-    cargo build --release -q -p kura -p kura-bench --bins
-fi
-kura="$target/release/kura"
-load="$target/release/kura-load"
-for b in "$kura" "$load"; do
-    [ -x "$b" ] || { echo "redis_counter.sh: $b missing (run without --no-build)" >&2; exit 2; }
-done
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 redis_pid=""
 redis_dir=""
