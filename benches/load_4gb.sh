@@ -3,6 +3,9 @@
 # (benches/README.md, "The figures": the load's stalls, tail and memory; reads as data grows).
 #
 #   benches/load_4gb.sh [--rows N] [--value-size B] [--read-secs S] [--out DIR] [--no-build]
+#                       [--kura BIN]
+#
+# (`--kura` measures another build of the server, for A/B runs; kura-load is this tree's.)
 #
 # 1. Starts `kura` on a fresh data directory under DIR (64 MB memtables, the default) and
 #    samples its RssAnon (`/proc/PID/status`: anonymous memory, not the mapped segments) every
@@ -25,6 +28,7 @@ value=1000
 read_secs=30
 out=""
 build=1
+other_kura=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --rows) rows="$2"; shift ;;
@@ -32,7 +36,8 @@ while [ $# -gt 0 ]; do
     --read-secs) read_secs="$2"; shift ;;
     --out) out="$2"; shift ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    --kura) other_kura="$2"; shift ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "load_4gb.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -40,6 +45,10 @@ done
 
 . "$(dirname "$0")/common.sh"
 release_binaries load_4gb.sh "$build"
+if [ -n "$other_kura" ]; then
+    kura=$(cd "$(dirname "$other_kura")" && pwd)/$(basename "$other_kura")
+    [ -x "$kura" ] || { echo "load_4gb.sh: $other_kura is not an executable" >&2; exit 2; }
+fi
 out=${out:-$root/benches/out/load-4gb}
 rm -rf "$out"
 mkdir -p "$out"
