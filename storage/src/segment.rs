@@ -14,7 +14,8 @@
 //! 3. Every block's CRC is checked before any of its bytes are decoded (once per process: a
 //!    verified block is remembered), the index CRC and footer CRC at open. Every length read
 //!    from the file is bounds-checked: a damaged segment gives `Error::Corruption`, never a
-//!    panic.
+//!    panic. A segment the store writes is read back whole ([`Segment::check_blocks`]) before
+//!    any manifest names it, on the thread that wrote it.
 //! 4. This build writes format version [`FORMAT_VERSION`] (a blocked row filter) and reads it
 //!    and version 1 (a legacy row filter); header, footer and filter kind must agree, or the
 //!    segment is `Error::Corruption`.
@@ -617,6 +618,23 @@ impl Segment {
 
     /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
     /// use (then remembered, so a malformed entry is found before any is returned).
+    /// Check every block now, as its first read would (CRC, then its entries parsed for the
+    /// restart points, which are kept). Run on a segment just written, by the task that wrote
+    /// it: the file is verified as read back before it is installed (a write-path error is
+    /// then the task's error, not a later read's), and the reads that come after find the
+    /// blocks checked. Right after a 4 GB load, the first reads of fresh blocks were 7–9% of
+    /// the request threads' samples, memory-bound: each touched a whole 16 KB block twice.
+    pub(crate) fn check_blocks(&self) -> Result<()> {
+        (0..self.blocks.len()).try_for_each(|i| self.block(i).map(|_| ()))
+    }
+
+    /// Blocks checked so far, of all the segment's blocks.
+    #[cfg(test)]
+    pub(crate) fn checked_blocks(&self) -> (usize, usize) {
+        let checked = self.restarts.iter().filter(|r| r.get().is_some()).count();
+        (checked, self.blocks.len())
+    }
+
     fn block(&self, i: usize) -> Result<(&[u8], &[u32])> {
         let h = &self.blocks[i];
         let data = &self.bytes.bytes()[h.offset..h.offset + h.len];
@@ -1099,6 +1117,47 @@ mod tests {
         filter_answers(&seg, &rows);
         let mut it = seg.iter_from(Some(b"k00500")).unwrap();
         assert_eq!(it.next_entry().unwrap().unwrap().row, b"k00500");
+    }
+
+    #[test]
+    fn checking_a_written_segment_checks_every_block_once_and_finds_a_flipped_bit() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/5.seg");
+        let mut w = SegmentWriter::create(&fs, path, 3000).unwrap();
+        let value = [7u8; 100];
+        let rows: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| format!("row{i:05}").into_bytes())
+            .collect();
+        for (i, r) in rows.iter().enumerate() {
+            w.add(&Entry {
+                row: r,
+                value: &value,
+                ..put(b"", i as u64, b"")
+            })
+            .unwrap();
+        }
+        w.finish().unwrap();
+        let seg = Segment::open(&fs, path, 5).unwrap();
+        let (_, blocks) = seg.checked_blocks();
+        assert!(blocks > 2, "{blocks} blocks");
+        assert_eq!(seg.checked_blocks(), (0, blocks), "opening reads no block");
+        seg.check_blocks().unwrap();
+        assert_eq!(seg.checked_blocks(), (blocks, blocks));
+        let mut it = seg.iter_from(Some(b"row01500")).unwrap();
+        assert_eq!(it.next_entry().unwrap().unwrap().row, b"row01500");
+
+        // One bit of the second block's data flipped: the check names the block.
+        let mut bytes = fs.read_file(path).unwrap();
+        let at = seg.blocks[1].offset + seg.blocks[1].len / 2;
+        bytes[at] ^= 0x10;
+        fs.write_file(path, &bytes).unwrap();
+        let damaged = Segment::open(&fs, path, 5).unwrap();
+        match damaged.check_blocks() {
+            Err(Error::Corruption { reason, .. }) => {
+                assert_eq!(reason, "block 1 checksum mismatch")
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
     }
 
     /// `bytes` with the format version in the header and the footer set to `version`.
