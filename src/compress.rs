@@ -114,30 +114,22 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let Some(min_body) = self.min_body else {
-            return CompressResponse {
-                inner: self.service.call(req),
-                encoding: ContentEncoding::Identity,
-                min_body: u64::MAX,
-            };
-        };
-        let encoding = if req.headers().contains_key(header::ACCEPT_ENCODING) {
+        let encoding = match self.min_body {
             // An unparsable header, or one that accepts none of the offered encodings, gets the
             // body as it is (RFC 9110, 12.5.3).
-            match req
-                .get_header::<AcceptEncoding>()
-                .and_then(|accepted| accepted.negotiate(OFFERED.iter()))
-            {
-                Some(Encoding::Known(encoding)) => encoding,
-                _ => ContentEncoding::Identity,
+            Some(_) if req.headers().contains_key(header::ACCEPT_ENCODING) => {
+                let accepted = req.get_header::<AcceptEncoding>();
+                match accepted.and_then(|a| a.negotiate(OFFERED.iter())) {
+                    Some(Encoding::Known(encoding)) => encoding,
+                    _ => ContentEncoding::Identity,
+                }
             }
-        } else {
-            ContentEncoding::Identity
+            _ => ContentEncoding::Identity,
         };
         CompressResponse {
             inner: self.service.call(req),
             encoding,
-            min_body,
+            min_body: self.min_body.unwrap_or(u64::MAX),
         }
     }
 }
