@@ -616,8 +616,6 @@ impl Segment {
             .partition_point(|h| before(&bytes[h.row_at..h.row_at + h.row_len as usize]))
     }
 
-    /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
-    /// use (then remembered, so a malformed entry is found before any is returned).
     /// Check every block now, as its first read would (CRC, then its entries parsed for the
     /// restart points, which are kept). Run on a segment just written, by the task that wrote
     /// it: the file is verified as read back before it is installed (a write-path error is
@@ -635,6 +633,8 @@ impl Segment {
         (checked, self.blocks.len())
     }
 
+    /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
+    /// use (then remembered, so a malformed entry is found before any is returned).
     fn block(&self, i: usize) -> Result<(&[u8], &[u32])> {
         let h = &self.blocks[i];
         let data = &self.bytes.bytes()[h.offset..h.offset + h.len];
@@ -946,25 +946,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn written_segment_reads_back_and_seeks_by_row() {
-        let fs = SimFs::new();
-        let path = Path::new("/s/1.seg");
-        let mut w = SegmentWriter::create(&fs, path, 10).unwrap();
-        let rows: Vec<Vec<u8>> = (0..3000u32)
-            .map(|i| format!("row{i:05}").into_bytes())
-            .collect();
+    /// Writes rows `row00000` to `row02999`, a 40-byte value each (about a dozen blocks).
+    fn three_thousand_rows(fs: &SimFs, path: &Path) {
+        let mut w = SegmentWriter::create(fs, path, 10).unwrap();
         let value = vec![7u8; 40];
-        for (i, r) in rows.iter().enumerate() {
+        for i in 0..3000u32 {
+            let row = format!("row{i:05}").into_bytes();
             let e = Entry {
-                row: r,
+                row: &row,
                 value: &value,
-                ..put(b"", i as u64, b"")
+                ..put(b"", u64::from(i), b"")
             };
             w.add(&e).unwrap();
         }
         let info = w.finish().unwrap();
         assert_eq!(info.entries, 3000);
+    }
+
+    #[test]
+    fn written_segment_reads_back_and_seeks_by_row() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/1.seg");
+        three_thousand_rows(&fs, path);
         let seg = Segment::open(&fs, path, 1).unwrap();
         assert!(seg.blocks.len() > 1);
         let mut it = seg.iter_from(Some(b"row01500")).unwrap();
@@ -1123,20 +1126,7 @@ mod tests {
     fn checking_a_written_segment_checks_every_block_once_and_finds_a_flipped_bit() {
         let fs = SimFs::new();
         let path = Path::new("/s/5.seg");
-        let mut w = SegmentWriter::create(&fs, path, 3000).unwrap();
-        let value = [7u8; 100];
-        let rows: Vec<Vec<u8>> = (0..3000u32)
-            .map(|i| format!("row{i:05}").into_bytes())
-            .collect();
-        for (i, r) in rows.iter().enumerate() {
-            w.add(&Entry {
-                row: r,
-                value: &value,
-                ..put(b"", i as u64, b"")
-            })
-            .unwrap();
-        }
-        w.finish().unwrap();
+        three_thousand_rows(&fs, path);
         let seg = Segment::open(&fs, path, 5).unwrap();
         let (_, blocks) = seg.checked_blocks();
         assert!(blocks > 2, "{blocks} blocks");
