@@ -273,6 +273,7 @@ impl Args {
             progress: !self.quiet,
             seed,
             watch: None,
+            server_pids: Vec::new(),
         }
     }
 }
@@ -301,8 +302,15 @@ pub async fn run_once(
     addrs: &[String],
     params: Params,
     seed: u64,
+    server_pids: &[u32],
     kill: Option<&mut SpawnedServer>,
 ) -> Result<RunResult> {
+    // A phase on the servers: their CPU per operation is read when kura-load started them.
+    let phase = |name: &str, mode: Mode, seed: u64| {
+        let mut cfg = args.phase(name, addrs, mode, seed);
+        cfg.server_pids = server_pids.to_vec();
+        cfg
+    };
     let first = addrs
         .first()
         .ok_or_else(|| LoadError::Args("no server to drive".into()))?;
@@ -317,7 +325,8 @@ pub async fn run_once(
     let ceiling_server = start_ceiling(args).await?;
     let ceiling = match &ceiling_server {
         Some(c) => {
-            let cfg = args.phase("ceiling", std::slice::from_ref(&c.addr), Mode::Closed, seed);
+            let mut cfg = args.phase("ceiling", std::slice::from_ref(&c.addr), Mode::Closed, seed);
+            cfg.server_pids = vec![c.pid()];
             Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
         }
         None => None,
@@ -325,7 +334,7 @@ pub async fn run_once(
     let baseline = if args.no_baseline {
         None
     } else {
-        let cfg = args.phase("baseline", addrs, Mode::Closed, seed);
+        let cfg = phase("baseline", Mode::Closed, seed);
         Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
     };
     let workload = Arc::new(Workload::new(args.workload, &params));
@@ -334,7 +343,7 @@ pub async fn run_once(
     let mut phases = Vec::new();
     let rows = workload.load_rows();
     if rows > 0 {
-        let mut cfg = args.phase("load", addrs, Mode::Closed, seed);
+        let mut cfg = phase("load", Mode::Closed, seed);
         cfg.connections = cfg.connections.clamp(1, 16);
         phases.push(
             runner::load_phase(&cfg, workload.clone(), rows, params.load_batch as u64).await?,
@@ -345,7 +354,7 @@ pub async fn run_once(
         Some(_) => return Err(LoadError::Args("--rate must be positive".into())),
         None => Mode::Closed,
     };
-    let mut run_cfg = args.phase("run", addrs, mode, seed);
+    let mut run_cfg = phase("run", mode, seed);
     let (run, crash) = match (args.kill_after, kill) {
         (Some(after), Some(server)) => {
             let watch = Arc::new(runner::KillWatch::new());
@@ -370,7 +379,7 @@ pub async fn run_once(
     phases.push(run);
     if args.half_peak {
         let rate = (peak / 2.0).max(1.0);
-        let cfg = args.phase("half-peak", addrs, Mode::Open { rate }, seed ^ 1);
+        let cfg = phase("half-peak", Mode::Open { rate }, seed ^ 1);
         phases.push(runner::run_phase(&cfg, workload.clone()).await?);
     }
     let mut check_conns = addrs
@@ -382,7 +391,7 @@ pub async fn run_once(
     // The ceiling again after the run: its drift bounds how far the ratios can be trusted.
     let baseline_after = match &baseline {
         Some(_) => {
-            let cfg = args.phase("baseline-after", addrs, Mode::Closed, seed);
+            let cfg = phase("baseline-after", Mode::Closed, seed);
             // Not fatal: a failure here must not hide the verdict of the run before it.
             match runner::run_phase(&cfg, Arc::new(Workload::Health)).await {
                 Ok(p) => Some(p),
@@ -396,12 +405,13 @@ pub async fn run_once(
     };
     let ceiling_after = match &ceiling_server {
         Some(c) => {
-            let cfg = args.phase(
+            let mut cfg = args.phase(
                 "ceiling-after",
                 std::slice::from_ref(&c.addr),
                 Mode::Closed,
                 seed,
             );
+            cfg.server_pids = vec![c.pid()];
             match runner::run_phase(&cfg, Arc::new(Workload::Health)).await {
                 Ok(p) => Some(p),
                 Err(e) => {
@@ -548,6 +558,14 @@ async fn start_servers(args: &Args, arbiters: Option<usize>) -> Result<Option<Fl
 }
 
 /// The servers to drive: the spawned ones, else `--target`; each answering `/healthz`.
+/// The processes of the servers this run started (none when it drives servers it did not start).
+fn pids_of(fleet: &Option<Fleet>) -> Vec<u32> {
+    fleet
+        .iter()
+        .flat_map(|f| f.servers.iter().map(SpawnedServer::pid))
+        .collect()
+}
+
 async fn servers_of(args: &Args, fleet: &Option<Fleet>) -> Result<Vec<String>> {
     let addrs = match fleet {
         Some(f) => f.addrs(),
@@ -587,8 +605,9 @@ async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
     }
     let mut server = start_servers(args, args.arbiters).await?;
     let addrs = servers_of(args, &server).await?;
+    let pids = pids_of(&server);
     let kill = server.as_mut().and_then(|f| f.servers.first_mut());
-    let result = run_once(args, &addrs, args.params(nonce), seed, kill).await?;
+    let result = run_once(args, &addrs, args.params(nonce), seed, &pids, kill).await?;
     drop(server);
     let md = report::summary_markdown(&result);
     println!("{md}");
@@ -636,7 +655,8 @@ async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
             a.regions = Some(*regions);
             // A baseline per point: on a shared machine the HTTP ceiling drifts, and a ratio
             // is only honest against a ceiling measured under the same conditions.
-            let r = run_once(&a, &addrs, a.params(nonce + i as u64), seed, None).await?;
+            let pids = pids_of(&server);
+            let r = run_once(&a, &addrs, a.params(nonce + i as u64), seed, &pids, None).await?;
             let run = r.phases.iter().find(|p| p.name == "run");
             let (tput, p50, p99, errs) = run
                 .map(|p| {

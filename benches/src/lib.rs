@@ -12,6 +12,7 @@
 //! - `report.rs`: `result.json`, `summary.md`, SVG charts, the sweep table.
 //! - `server.rs`: starting a server binary on a free port for a run or a sweep.
 //! - `probe.rs`: the disk's own fsync latency (`--disk-probe`), the floor of a synced write.
+//! - `cpu.rs`: CPU time per operation of the servers kura-load started and of itself.
 //!
 //! # Invariants
 //! 1. Latency is always measured from when the operation should have started: the send time
@@ -24,6 +25,7 @@
 pub mod cellset;
 pub mod cli;
 pub mod client;
+pub mod cpu;
 pub mod error;
 pub mod keygen;
 pub mod probe;

@@ -298,6 +298,30 @@ pub fn summary_markdown(r: &RunResult) -> String {
     if !fsyncs.is_empty() {
         let _ = writeln!(s, "\nserver (`/metrics`): {}", fsyncs.join("; "));
     }
+    let cpu: Vec<String> = r
+        .ceiling
+        .iter()
+        .chain(&r.baseline)
+        .chain(r.phases.iter().filter(|p| p.name != "load"))
+        .filter_map(|p| {
+            let c = p.cpu?;
+            let server = c
+                .server_us
+                .map(|us| format!("server {us:.1} µs, "))
+                .unwrap_or_default();
+            Some(format!(
+                "{}: {server}kura-load {:.1} µs",
+                p.name, c.client_us
+            ))
+        })
+        .collect();
+    if !cpu.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nCPU per operation (`/proc/PID/stat`, every thread): {}",
+            cpu.join("; ")
+        );
+    }
     for p in &r.phases {
         if p.name == "load" {
             continue;
@@ -641,6 +665,7 @@ mod tests {
             connections: 4,
             summary: rec.summary(Duration::from_secs(1)),
             server_fsyncs: None,
+            cpu: None,
         }
     }
 
@@ -663,6 +688,7 @@ mod tests {
             connections: 4,
             summary: rec.summary(Duration::from_secs(1)),
             server_fsyncs: None,
+            cpu: None,
         };
         let r = Ratio::of(&run, &[&baseline]);
         assert!((r.throughput - 0.5).abs() < 1e-9, "{}", r.throughput);

@@ -24,6 +24,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Conn;
+use crate::cpu::{CpuPerOp, CpuSample};
 use crate::error::{LoadError, Result};
 use crate::stats::{Outcome, Recorder, Summary};
 use crate::workload::{Worker, Workload};
@@ -101,6 +102,9 @@ pub struct PhaseConfig {
     /// Set when the server is killed during the phase (`--kill-after`): workers report their
     /// first success after the kill to it, and back off briefly after a failed connection.
     pub watch: Option<Arc<KillWatch>>,
+    /// The local processes serving `addrs`, when kura-load started them: the phase reports
+    /// their CPU per operation (and its own); empty when they are not known.
+    pub server_pids: Vec<u32>,
 }
 
 /// When the server was killed and when the first operation sent after that succeeded.
@@ -177,6 +181,10 @@ pub struct PhaseResult {
     /// The server's log fsyncs during the phase (from `/metrics`, when it serves them).
     #[serde(default)]
     pub server_fsyncs: Option<ServerFsyncs>,
+    /// CPU time per completed operation of the servers (when kura-load started them) and of
+    /// kura-load.
+    #[serde(default)]
+    pub cpu: Option<CpuPerOp>,
 }
 
 /// Log fsyncs a Kura server made during a phase: how many, and how many took over 10 ms (disk
@@ -256,6 +264,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
     let stop = Arc::new(AtomicBool::new(false));
     // Before the clock starts: the scrape must not delay the phase's first operations.
     let fsyncs_before = scrape_fsyncs(&cfg.addrs, cfg.timeout).await;
+    let cpu_before = CpuSample::take(&cfg.server_pids);
     let start = Instant::now();
     let deadline = cfg.duration.map(|d| start + d);
     let pb = progress_bar(cfg);
@@ -359,6 +368,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
             }
         }
     }
+    let cpu_after = CpuSample::take(&cfg.server_pids);
     let mut elapsed = start.elapsed();
     if let (Mode::Closed, Some(d)) = (cfg.mode, cfg.duration) {
         // A closed loop sends nothing after its deadline; the requests still in flight then
@@ -375,12 +385,15 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
         }),
         _ => None,
     };
+    let summary = total.summary(elapsed);
+    let cpu = cpu_before.per_op(&cpu_after, summary.ops);
     Ok(PhaseResult {
         name: cfg.name.clone(),
         mode: cfg.mode,
         connections: cfg.connections,
-        summary: total.summary(elapsed),
+        summary,
         server_fsyncs,
+        cpu,
     })
 }
 
@@ -460,6 +473,7 @@ pub async fn load_phase(
         connections: cfg.connections,
         summary: total.summary(start.elapsed()),
         server_fsyncs: None,
+        cpu: None,
     })
 }
 
@@ -527,6 +541,7 @@ mod tests {
             progress: false,
             seed: 1,
             watch: None,
+            server_pids: Vec::new(),
         }
     }
 

@@ -73,6 +73,11 @@ pub fn free_port() -> Result<u16> {
 }
 
 impl SpawnedServer {
+    /// The process's id (a restart starts another process).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Start `binary --bind 127.0.0.1:<free> --data-dir <tmp> [--workers N --arbiters N]
     /// [--durability D]
     /// [extra...]`, logging to `log_dir/server-<port>.log` when given.
@@ -182,6 +187,11 @@ pub struct CeilingServer {
 }
 
 impl CeilingServer {
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The `kura-ceiling` binary beside this executable (cargo builds both into one folder).
     pub fn default_binary() -> Option<PathBuf> {
         let exe = std::env::current_exe().ok()?;

@@ -311,11 +311,19 @@ async fn ran(name: WorkloadName, ops: u64) -> (SpawnedServer, Arc<Workload>, Con
         progress: false,
         seed: 7,
         watch: None,
+        server_pids: vec![server.pid()],
     };
     let run = runner::run_phase(&cfg, workload.clone())
         .await
         .expect("run");
     assert_eq!(run.summary.errors, 0, "{:?}", run.summary.errors_by_status);
+    if cfg!(target_os = "linux") {
+        let cpu = run.cpu.expect("a phase reports its CPU per operation");
+        assert!(
+            cpu.server_us.is_some(),
+            "the server it started is read by its PID"
+        );
+    }
     (server, workload, conn)
 }
 
