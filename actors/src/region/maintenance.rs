@@ -115,21 +115,33 @@ impl RegionActor {
             return;
         }
         match res {
-            Ok(output) => {
-                // The store may have been closed or reopened meanwhile: then the output
-                // is stale and the store deletes it.
-                if let Some(store) = self.store.as_mut() {
-                    match store.install_flush(output) {
-                        // Freeing the memtable takes a while: not on the actor's thread.
-                        Ok(retired) => crate::background::drop_later(retired),
-                        Err(e) => {
-                            let _ = self.store_err(e);
+            // The store may have been closed or reopened meanwhile: then the output is stale
+            // and the store deletes it. Installing writes the manifest (a file, its fsync, a
+            // rename, the directory's fsync): off the arbiter, the region paused meanwhile.
+            Ok(output) if self.store.is_some() => {
+                self.with_store_off_thread(
+                    "install",
+                    ctx,
+                    move |store| store.install_flush(output),
+                    |act, res, ctx| {
+                        // An error was mapped (failing the region closed if fatal) on the way.
+                        if let Ok(retired) = res {
+                            // Freeing the memtable takes a while: not on the actor's thread.
+                            crate::background::drop_later(retired);
                         }
-                    }
-                }
+                        act.flush_installed(ctx);
+                    },
+                );
+                return;
             }
+            Ok(_) => {}
             Err(e) => self.fail(e.to_string()),
         }
+        self.flush_installed(ctx);
+    }
+    /// What follows a flush's install (or its failure): a split waiting for it, then the
+    /// next split, compaction or flush the region is due.
+    fn flush_installed(&mut self, ctx: &mut Context<Self>) {
         if let Some((split, rounds)) = self.split_after_flush.take() {
             // A split waited for this flush (split.rs): it goes on, flushing again first if
             // writes refilled the memtable meanwhile.
@@ -223,22 +235,42 @@ impl RegionActor {
             return;
         }
         self.compactions -= 1;
-        let out = match res {
-            Ok(Ok(output)) => match self.store() {
-                Ok(store) => match store.install_compaction(output) {
-                    // Unmapping and deleting the old files takes a while: not on the
-                    // actor's thread.
-                    Ok(retired) => {
-                        crate::background::drop_later(retired);
-                        Ok(())
-                    }
-                    Err(e) => Err(self.store_err(e)),
-                },
-                Err(e) => Err(e),
-            },
-            Ok(Err(e)) => Err(self.store_err(e)),
-            Err(e) => Err(e),
+        let output = match res {
+            Ok(Ok(output)) => output,
+            Ok(Err(e)) => {
+                let e = self.store_err(e);
+                return self.compaction_installed(Err(e), cleanup, reply, ctx);
+            }
+            Err(e) => return self.compaction_installed(Err(e), cleanup, reply, ctx),
         };
+        if let Err(e) = self.store() {
+            return self.compaction_installed(Err(e), cleanup, reply, ctx);
+        }
+        // Installing writes the manifest (a file, its fsync, a rename, the directory's fsync):
+        // off the arbiter, the region paused meanwhile (invariant 6), so that the arbiter's
+        // other regions and connections are served during those fsyncs, which wait behind
+        // the compaction's own writeback.
+        self.with_store_off_thread(
+            "install",
+            ctx,
+            move |store| store.install_compaction(output),
+            move |act, res, ctx| {
+                // Unmapping and deleting the old files takes a while: not on the actor's
+                // thread either.
+                let out = res.map(crate::background::drop_later);
+                act.compaction_installed(out, cleanup, reply, ctx);
+            },
+        );
+    }
+    /// What follows a compaction's install (or its failure): the answer to whoever asked for
+    /// it, then the cleanup, asked-for and background compactions and the split it allows.
+    fn compaction_installed(
+        &mut self,
+        out: Result<(), ActorError>,
+        cleanup: bool,
+        reply: Option<Reply<()>>,
+        ctx: &mut Context<Self>,
+    ) {
         let installed = out.is_ok();
         if let Some(r) = reply {
             let _ = r.send(out.map_err(Reject::Failed));

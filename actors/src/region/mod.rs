@@ -48,7 +48,8 @@
 //!    later request is answered `RegionUnavailable` until the server restarts.
 //! 5. At most one batch is in flight; reads of its rows wait for it, reads of other rows do not.
 //! 6. Opening (recovering) the store, a split's flush and export, a flush on command, a
-//!    checkpoint and the freeze that starts a background flush run on a thread of their own
+//!    checkpoint, the freeze that starts a background flush and the install of a background
+//!    flush's or compaction's segment (a manifest write) run on a thread of their own
 //!    with the store moved there, while the actor is paused (`ctx.wait`): it handles no message
 //!    until the store is back, so the work sees exactly the acknowledged writes, and the arbiter
 //!    (with thread per core, an HTTP worker) serves its other regions and connections meanwhile.
