@@ -16,7 +16,9 @@
 # Prints a markdown table: per round Redis ops/s, Kura ops/s and their ratio, Kura's ratio to
 # the HTTP stack's ceiling (kura-load's `x ceiling`: a trivial actix-web server answering 13
 # bytes, measured in the same run), and that ceiling's rate against Redis, the bound of Kura's
-# ratio over HTTP on this machine. Exit 2 when a run could not be made.
+# ratio over HTTP on this machine; and what one operation cost each server in CPU (user +
+# system, every thread, from /proc/PID/stat): Redis per INCR, Kura per increment, the trivial
+# server per answer. Exit 2 when a run could not be made.
 set -euo pipefail
 
 secs=10
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --counters) counters="$2"; shift ;;
     --out) out="$2"; shift ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "redis_counter.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -63,6 +65,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# CPU time (user + system, every thread) of process $1 in clock ticks (proc(5) fields 14, 15).
+hz=$(getconf CLK_TCK)
+cpu_ticks() {
+    sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
+
 # One Redis round: INCR on $counters keys from $conns connections for about $secs seconds.
 redis_round() {
     local port
@@ -80,7 +88,10 @@ redis_round() {
     local probe n rps
     probe=$(redis-benchmark -p "$port" -c "$conns" -n 20000 -r "$counters" -t incr --csv -q | awk -F'"' '/INCR/ {print $4}')
     n=$(python3 -c "print(max(20000, int(float('${probe:-0}') * $secs)))")
+    local cpu0 cpu1
+    cpu0=$(cpu_ticks "$redis_pid")
     rps=$(redis-benchmark -p "$port" -c "$conns" -n "$n" -r "$counters" -t incr --csv -q | awk -F'"' '/INCR/ {print $4}')
+    cpu1=$(cpu_ticks "$redis_pid")
     # Every increment was applied: the counters sum to the requests sent.
     local total
     total=$(redis-cli -p "$port" --scan --pattern 'counter:*' | xargs -r redis-cli -p "$port" mget | awk '{s+=$1} END {print s+0}')
@@ -91,7 +102,8 @@ redis_round() {
         echo "redis_counter.sh: the Redis round failed (ops/s '${rps}', counters sum $total of $((20000 + n)))" >&2
         exit 2
     fi
-    echo "$rps"
+    # Redis's CPU per INCR of the measured run, microseconds.
+    echo "$rps $(python3 -c "print(f'{($cpu1 - $cpu0) / $hz * 1e6 / $n:.1f}')")"
 }
 
 # One Kura round: kura-load's increment workload on $counters rows, sync durability.
@@ -109,24 +121,26 @@ r = json.load(open(sys.argv[1]))
 run = next(p for p in r["phases"] if p["name"] == "run")
 ratio = next((x for x in r["ratios"] if x["phase"] == "run"), {})
 c = ratio.get("ceiling")
-print(f'{run["summary"]["ok_throughput"]:.0f} {c:.2f}' if c else f'{run["summary"]["ok_throughput"]:.0f} -')
+# Server CPU per answer (kura-load reads it from /proc for the servers it started).
+us = lambda p: f'{p["cpu"]["server_us"]:.1f}' if p and (p.get("cpu") or {}).get("server_us") is not None else "-"
+print(f'{run["summary"]["ok_throughput"]:.0f}', f'{c:.2f}' if c else "-", us(run), us(r.get("ceiling")))
 EOF
 }
 
 rows=()
 for i in $(seq 1 "$rounds"); do
-    r=$(redis_round "$i")
-    read -r k c < <(kura_round "$i")
+    read -r r r_us < <(redis_round "$i")
+    read -r k c k_us c_us < <(kura_round "$i")
     ratio=$(python3 -c "print(f'{$k / $r:.2f}')")
     # The trivial actix-web server's rate in the same run (kura-load's ceiling), against Redis:
     # what any HTTP answer costs here, the bound of Kura / Redis.
     bound=$(python3 -c "c = '$c'; print('-' if c == '-' else f'{$k / float(c) / $r:.2f}')")
-    rows+=("| $i | $(printf '%.0f' "$r") | $k | **$ratio** | $c | $bound |")
+    rows+=("| $i | $(printf '%.0f' "$r") | $k | **$ratio** | $c | $bound | $r_us | $k_us | $c_us |")
 done
 
 echo
 echo "Counters: $conns connections, $counters counters, ${secs} s per run, rounds alternating Redis then Kura"
 echo
-echo "| round | Redis INCR, appendfsync always, ops/s | Kura check=increment, sync, ops/s | Kura / Redis | Kura x ceiling | ceiling / Redis |"
-echo "|---|---|---|---|---|---|"
+echo "| round | Redis INCR, appendfsync always, ops/s | Kura check=increment, sync, ops/s | Kura / Redis | Kura x ceiling | ceiling / Redis | Redis CPU µs / INCR | Kura CPU µs / increment | ceiling CPU µs / answer |"
+echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
