@@ -90,11 +90,16 @@ if ! "$load" --target "$addr" --no-baseline -w random-read --rows "$rows" --valu
     echo "load_4gb.sh: the load failed (see $out/load.txt)" >&2
     exit 2
 fi
-if ! "$load" --target "$addr" --no-baseline --no-load -w random-read --rows "$rows" \
-    --value-size "$value" -d "${read_secs}s" --quiet --out "$out/read" >"$out/read.txt" 2>&1; then
-    echo "load_4gb.sh: the read after the load failed (see $out/read.txt)" >&2
-    exit 2
-fi
+# One-cell GETs of the loaded rows for $read_secs seconds, reported in $out/$1; $2 names the
+# read in an error.
+read_loaded() {
+    if ! "$load" --target "$addr" --no-baseline --no-load -w random-read --rows "$rows" \
+        --value-size "$value" -d "${read_secs}s" --quiet --out "$out/$1" >"$out/$1.txt" 2>&1; then
+        echo "load_4gb.sh: the read $2 failed (see $out/$1.txt)" >&2
+        exit 2
+    fi
+}
+read_loaded read "after the load"
 curl -sf "http://$addr/admin/tables/TestTable/regions" >"$out/regions.json"
 # The load leaves compactions behind it (the splits' shared files, the flushed tiers): once
 # every region has caught up, the same reads again. The first read pays for the backlog as
@@ -114,11 +119,7 @@ if [ -z "$settled" ]; then
     echo "load_4gb.sh: the load's compactions did not finish within 10 minutes" >&2
     exit 2
 fi
-if ! "$load" --target "$addr" --no-baseline --no-load -w random-read --rows "$rows" \
-    --value-size "$value" -d "${read_secs}s" --quiet --out "$out/settled" >"$out/settled.txt" 2>&1; then
-    echo "load_4gb.sh: the read once the compactions were done failed (see $out/settled.txt)" >&2
-    exit 2
-fi
+read_loaded settled "once the compactions were done"
 cleanup
 server_pid=""
 sampler_pid=""
