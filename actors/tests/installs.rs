@@ -66,13 +66,6 @@ impl FsHook for ManifestGate {
     }
 }
 
-/// Bounds a wait that only a bug makes endless.
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} never happened"))
-}
-
 /// One arbiter holding table `t` (region 1, on a gated file system, 64 KB memtables) and table
 /// `u` (region 2) with one row, `other`.
 async fn start(dir: &tempfile::TempDir) -> (Kura, Arc<HookedFs<ManifestGate>>) {
@@ -102,10 +95,6 @@ async fn read_the_other_table_while_held(kura: &Kura, gate: &ManifestGate) {
     gate.open();
 }
 
-async fn segments(kura: &Kura) -> u64 {
-    kura.regions("t").await.expect("regions")[0].stats.segments
-}
-
 #[actix_rt::test]
 async fn a_compaction_install_held_in_its_manifest_write_leaves_the_arbiters_other_regions_serving()
 {
@@ -118,7 +107,7 @@ async fn a_compaction_install_held_in_its_manifest_write_leaves_the_arbiters_oth
         kura.mutate_rows("t", rows).await.expect("put");
         kura.flush("t").await.expect("flush");
     }
-    assert_eq!(segments(&kura).await, 2);
+    assert_eq!(segments(&kura, "t").await, 2);
 
     let arrived = fs.hook.arm(dir.path().join("regions/1"));
     let compaction = actix_rt::spawn({
@@ -133,7 +122,7 @@ async fn a_compaction_install_held_in_its_manifest_write_leaves_the_arbiters_oth
         .await
         .expect("join")
         .expect("compaction");
-    assert_eq!(segments(&kura).await, 1);
+    assert_eq!(segments(&kura, "t").await, 1);
     let all = scan_all(&kura, "t", ScanSpec::all(), 1000).await;
     assert_eq!(all, (0..200).map(key).collect::<Vec<_>>());
     kura.shutdown().await.expect("shutdown");
@@ -157,7 +146,7 @@ async fn a_background_flush_install_held_in_its_manifest_write_leaves_the_arbite
     wait_until(
         "the flushed segment installed",
         Duration::from_secs(30),
-        async || segments(&kura).await == 1,
+        async || segments(&kura, "t").await == 1,
     )
     .await;
     let all = scan_all(&kura, "t", ScanSpec::all(), 1000).await;

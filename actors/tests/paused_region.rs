@@ -107,17 +107,6 @@ impl FsHook for Gate {
     }
 }
 
-async fn segments(kura: &Kura) -> u64 {
-    kura.regions("t").await.expect("regions")[0].stats.segments
-}
-
-/// Bounds a wait that only a bug makes endless.
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} never happened"))
-}
-
 /// A server on one arbiter (the tests pause it) whose one region of table `t` lives on a gated
 /// `SimFs`.
 async fn start(dir: &tempfile::TempDir) -> (Kura, Arc<GatedFs>) {
@@ -188,7 +177,7 @@ async fn a_compaction_that_finishes_as_a_flush_takes_the_store_is_installed_afte
             kura.flush("t").await.expect("flush");
         }
     }
-    assert_eq!(segments(&kura).await, 2);
+    assert_eq!(segments(&kura, "t").await, 2);
 
     let held = fs.hook.arm("kura-compaction");
     let compaction = actix_rt::spawn({
@@ -204,7 +193,7 @@ async fn a_compaction_that_finishes_as_a_flush_takes_the_store_is_installed_afte
         .expect("compaction");
     // The two compacted segments became one; the flush added one. The replaced files are
     // deleted off the region's thread.
-    assert_eq!(segments(&kura).await, 2);
+    assert_eq!(segments(&kura, "t").await, 2);
     wait_until(
         "the replaced segment files deleted",
         Duration::from_secs(10),
@@ -215,7 +204,7 @@ async fn a_compaction_that_finishes_as_a_flush_takes_the_store_is_installed_afte
     assert_eq!(all, (0..300).map(key).collect::<Vec<_>>());
     // The region is healthy: it compacts again.
     kura.compact("t", true).await.expect("compact again");
-    assert_eq!(segments(&kura).await, 1);
+    assert_eq!(segments(&kura, "t").await, 1);
     kura.shutdown().await.expect("shutdown");
 }
 
@@ -234,14 +223,14 @@ async fn a_background_flush_that_finishes_as_a_flush_on_command_takes_the_store_
     flush_as_the_job_completes(&kura, &fs.hook, held)
         .await
         .expect("flush");
-    assert_eq!(segments(&kura).await, 1);
+    assert_eq!(segments(&kura, "t").await, 1);
     assert_eq!(segment_files(&fs, &dir), 1, "no segment file left behind");
     let all = scan_all(&kura, "t", ScanSpec::all(), 1000).await;
     assert_eq!(all, (0..100).map(key).collect::<Vec<_>>());
     // The region is healthy: it flushes again.
     kura.mutate("t", put(b"after", b"v")).await.expect("put");
     kura.flush("t").await.expect("flush again");
-    assert_eq!(segments(&kura).await, 2);
+    assert_eq!(segments(&kura, "t").await, 2);
     kura.shutdown().await.expect("shutdown");
 }
 

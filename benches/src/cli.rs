@@ -311,6 +311,12 @@ pub async fn run_once(
         cfg.server_pids = server_pids.to_vec();
         cfg
     };
+    // A phase on the trivial server, whose CPU per answer is read too.
+    let on_ceiling = |name: &str, c: &CeilingServer| {
+        let mut cfg = args.phase(name, std::slice::from_ref(&c.addr), Mode::Closed, seed);
+        cfg.server_pids = vec![c.pid()];
+        cfg
+    };
     let first = addrs
         .first()
         .ok_or_else(|| LoadError::Args("no server to drive".into()))?;
@@ -325,8 +331,7 @@ pub async fn run_once(
     let ceiling_server = start_ceiling(args).await?;
     let ceiling = match &ceiling_server {
         Some(c) => {
-            let mut cfg = args.phase("ceiling", std::slice::from_ref(&c.addr), Mode::Closed, seed);
-            cfg.server_pids = vec![c.pid()];
+            let cfg = on_ceiling("ceiling", c);
             Some(runner::run_phase(&cfg, Arc::new(Workload::Health)).await?)
         }
         None => None,
@@ -405,13 +410,7 @@ pub async fn run_once(
     };
     let ceiling_after = match &ceiling_server {
         Some(c) => {
-            let mut cfg = args.phase(
-                "ceiling-after",
-                std::slice::from_ref(&c.addr),
-                Mode::Closed,
-                seed,
-            );
-            cfg.server_pids = vec![c.pid()];
+            let cfg = on_ceiling("ceiling-after", c);
             match runner::run_phase(&cfg, Arc::new(Workload::Health)).await {
                 Ok(p) => Some(p),
                 Err(e) => {

@@ -51,7 +51,7 @@ impl CpuSample {
         }
         let per_op = |secs: f64| secs * 1e6 / ops as f64;
         let client = per_op(after.client? - self.client?);
-        let server = if self.servers.is_empty() || self.servers.len() != after.servers.len() {
+        let server = if self.servers.is_empty() {
             None
         } else {
             self.servers

@@ -91,6 +91,20 @@ pub async fn wait_until(what: &str, within: Duration, mut cond: impl AsyncFnMut(
     }
 }
 
+/// Bounds a wait that only a bug makes endless (a minute: no assertion on speed).
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    actix_rt::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never happened"))
+}
+
+/// The segments of the first region of `table`.
+pub async fn segments(kura: &Kura, table: &str) -> u64 {
+    kura.regions(table).await.expect("regions")[0]
+        .stats
+        .segments
+}
+
 /// Whether any region of `table` has a compaction under way (or not yet installed).
 pub async fn compacting(kura: &Kura, table: &str) -> bool {
     let regions = kura.regions(table).await.expect("regions");

@@ -434,6 +434,19 @@ mod tests {
     use super::*;
     use crate::fs::SimFs;
 
+    /// A write of `value` to `row`'s `cf:q` at timestamp 1.
+    fn put_op(row: &[u8], value: &[u8]) -> WriteOp {
+        WriteOp::Mutate(RowMutation {
+            row: row.to_vec(),
+            mutations: vec![Mutation::Put {
+                family: b"cf".to_vec(),
+                qualifier: b"q".to_vec(),
+                timestamp: Some(1),
+                value: value.to_vec(),
+            }],
+        })
+    }
+
     /// A flush's segment comes back from the flush read back whole: every block checked (its
     /// restart points kept), so the first reads of the fresh segment pay for neither.
     #[test]
@@ -442,17 +455,7 @@ mod tests {
         let options = StoreOptions::new(vec![FamilyDescriptor::new("cf")]);
         let (mut s, _) = RegionStore::open_with_fs(sim, Path::new("/r"), options).unwrap();
         let ops = (0..2000u32)
-            .map(|i| {
-                WriteOp::Mutate(RowMutation {
-                    row: format!("row{i:05}").into_bytes(),
-                    mutations: vec![Mutation::Put {
-                        family: b"cf".to_vec(),
-                        qualifier: b"q".to_vec(),
-                        timestamp: Some(1),
-                        value: vec![b'v'; 100],
-                    }],
-                })
-            })
+            .map(|i| put_op(format!("row{i:05}").as_bytes(), &[b'v'; 100]))
             .collect();
         for r in s.write_batch(ops) {
             r.unwrap();
@@ -475,17 +478,7 @@ mod tests {
             ..StoreOptions::new(vec![FamilyDescriptor::new("cf")])
         };
         let (mut s, _) = RegionStore::open_with_fs(sim, Path::new("/r"), options).unwrap();
-        let put = |row: &str| {
-            WriteOp::Mutate(RowMutation {
-                row: row.as_bytes().to_vec(),
-                mutations: vec![Mutation::Put {
-                    family: b"cf".to_vec(),
-                    qualifier: b"q".to_vec(),
-                    timestamp: Some(1),
-                    value: b"v".to_vec(),
-                }],
-            })
-        };
+        let put = |row: &str| put_op(row.as_bytes(), b"v");
         let hurried = |t: &FlushTask| t.pace.as_ref().unwrap().hurry.load(Ordering::Relaxed);
         for r in s.write_batch(vec![put("a")]) {
             r.unwrap();
