@@ -579,18 +579,32 @@ async fn index_entries_whose_relationship_is_gone_are_not_listed() {
     for part in ["a", "t", "b"] {
         str_key(&mut rel, part);
     }
-    for row in [rel] {
-        s.kura
-            .mutate(
-                "graph",
-                kura_backend::RowMutation {
-                    row,
-                    mutations: vec![kura_backend::Mutation::DeleteRow { timestamp: None }],
-                },
-            )
-            .await
-            .expect("delete one row");
-    }
+    // At the row's newest cell, as the application's own deletes are: its cells are written at
+    // the applications' clock, which may run a few ms ahead of the store's wall clock, and a
+    // delete at the store's "now" would then miss them.
+    let newest = s
+        .kura
+        .get("graph", &rel, &kura_backend::ReadSpec::default())
+        .await
+        .expect("get")
+        .expect("the relationship row")
+        .cells
+        .iter()
+        .map(|c| c.timestamp)
+        .max()
+        .expect("cells");
+    s.kura
+        .mutate(
+            "graph",
+            kura_backend::RowMutation {
+                row: rel,
+                mutations: vec![kura_backend::Mutation::DeleteRow {
+                    timestamp: Some(newest),
+                }],
+            },
+        )
+        .await
+        .expect("delete one row");
     let (_, out) = call!(
         &app,
         get("/apps/graph/nodes/a/relationships?type=t&direction=outgoing")
