@@ -23,6 +23,14 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// A file's identity on a real file system: its device and inode numbers
+/// ([`FileSystem::identity`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    pub device: u64,
+    pub inode: u64,
+}
+
 /// Read-only bytes of a whole file: a memory map (`StdFs`) or a buffer (`SimFs`).
 pub trait FileBytes: Send + Sync {
     /// The file's contents.
@@ -100,6 +108,13 @@ pub trait FileSystem: Send + Sync {
     /// The whole file as bytes that stay valid while the returned value lives (a memory map on
     /// a real file system). The file must never be modified while mapped.
     fn map(&self, path: &Path) -> io::Result<Arc<dyn FileBytes>>;
+    /// What names the file at `path` itself, whichever of its names (hard links) it is reached
+    /// by, among the files that exist at once: a map of one name then serves another
+    /// ([`crate::segment`] shares what it read from a segment file between its names). `None`
+    /// where the file system has no such notion (the default; [`SimFs`]).
+    fn identity(&self, _path: &Path) -> io::Result<Option<FileIdentity>> {
+        Ok(None)
+    }
     /// The first `len` bytes of a file, valid while the returned value lives: the file may be
     /// written after them (never within them) meanwhile. An error if the file is shorter.
     fn map_prefix(&self, path: &Path, len: u64) -> io::Result<Arc<dyn FileBytes>> {
@@ -229,6 +244,15 @@ impl FileSystem for StdFs {
         // of it is alive (invariant 1).
         let map = unsafe { memmap2::Mmap::map(&f)? };
         Ok(Arc::new(map))
+    }
+
+    fn identity(&self, path: &Path) -> io::Result<Option<FileIdentity>> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(Some(FileIdentity {
+            device: m.dev(),
+            inode: m.ino(),
+        }))
     }
 
     fn map_prefix(&self, path: &Path, len: u64) -> io::Result<Arc<dyn FileBytes>> {

@@ -11,8 +11,9 @@
 //! 1. Entries are written in [`crate::key::cmp_entries`] order; blocks never overlap.
 //! 2. A segment file is complete (fsynced, renamed into place) before any manifest names it and
 //!    is never modified afterwards, so mapping it is sound.
-//! 3. Every block's CRC is checked before any of its bytes are decoded (once per process: a
-//!    verified block is remembered), the index CRC and footer CRC at open. Every length read
+//! 3. Every block's CRC is checked before any of its bytes are decoded (once per process and
+//!    file: a verified block is remembered, for every name of the file, [`Segment::open`]), the
+//!    index CRC and footer CRC at the file's first open. Every length read
 //!    from the file is bounds-checked: a damaged segment gives `Error::Corruption`, never a
 //!    panic. A segment the store writes is read back whole ([`Segment::check_blocks`]) before
 //!    any manifest names it, on the thread that wrote it.
@@ -22,13 +23,15 @@
 
 use crate::codec::FORMAT_VERSION;
 use crate::error::{Error, Result};
-use crate::fs::{FileBytes, FileSystem, WritableFile};
+use crate::fs::{FileBytes, FileIdentity, FileSystem, WritableFile};
 use crate::key::{Entry, Kind};
 use crate::merge::EntrySource;
 use crate::row_filter::RowFilter;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Target size of a data block.
@@ -435,10 +438,19 @@ impl LastRowIndex {
     }
 }
 
-/// An open, immutable segment.
+/// An open, immutable segment: one name of a segment file, and what was read from the file.
 pub(crate) struct Segment {
     pub id: u64,
     path: PathBuf,
+    file: Arc<SegmentFile>,
+    pub info: SegmentInfo,
+}
+
+/// What is read from a segment file, shared by every [`Segment`] of the same file (its names
+/// in the stores a split made: hard links, see [`Segment::open`]): the map, the index, the row
+/// filter and the blocks checked so far. A daughter region then finds its parent's blocks
+/// checked, and the process holds one index and one filter per file, not one per name.
+struct SegmentFile {
     bytes: Arc<dyn FileBytes>,
     blocks: Vec<BlockHandle>,
     /// The blocks' last rows in a form a binary search reads from one small array.
@@ -446,8 +458,15 @@ pub(crate) struct Segment {
     /// Per block, once used: offsets of every `RESTART_INTERVAL`-th entry.
     restarts: Vec<OnceLock<Box<[u32]>>>,
     filter: RowFilter,
-    pub info: SegmentInfo,
+    info: SegmentInfo,
 }
+
+/// The segment files open in this process, by identity ([`FileSystem::identity`]), so that a
+/// second name of a file opens what the first read. An entry's file is alive while any
+/// `Segment` holds it, and a live map keeps its inode from being reused, so an identity found
+/// here with a live file is that file; dead entries are dropped at the next open.
+static OPEN_FILES: LazyLock<Mutex<HashMap<FileIdentity, Weak<SegmentFile>>>> =
+    LazyLock::new(Default::default);
 
 impl std::fmt::Debug for Segment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -469,10 +488,10 @@ impl Segment {
     /// the block: the estimate is unbiased, within a few percent once a segment has a
     /// thousand blocks (4 MB). 1.0 for a segment without blocks.
     pub(crate) fn owned_share(&self, owns: &dyn Fn(&[u8]) -> bool) -> f64 {
-        let step = self.blocks.len().div_ceil(SHARE_SAMPLES).max(1);
+        let step = self.file.blocks.len().div_ceil(SHARE_SAMPLES).max(1);
         let (mut owned, mut all) = (0u64, 0u64);
-        for i in (0..self.blocks.len()).step_by(step) {
-            let len = self.blocks[i].len as u64;
+        for i in (0..self.file.blocks.len()).step_by(step) {
+            let len = self.file.blocks[i].len as u64;
             all += len;
             if owns(self.last_row(i)) {
                 owned += len;
@@ -485,8 +504,42 @@ impl Segment {
         }
     }
 
-    /// Map and check a segment file: header, footer, index CRC and index bounds.
+    /// Open the segment file at `path` as segment `id`: what an open name of the same file
+    /// read already (its identity and length the same), else the file mapped and checked
+    /// ([`SegmentFile::read`]).
     pub(crate) fn open(fs: &dyn FileSystem, path: &Path, id: u64) -> Result<Segment> {
+        let identity = fs.identity(path).map_err(|e| Error::io(path, e))?;
+        let open = identity.and_then(|i| OPEN_FILES.lock().get(&i).and_then(Weak::upgrade));
+        let file = match open {
+            Some(f) if Ok(f.info.file_bytes) == fs.len(path).map_err(|_| ()) => f,
+            _ => {
+                let f = Arc::new(SegmentFile::read(fs, path)?);
+                if let Some(i) = identity {
+                    let mut files = OPEN_FILES.lock();
+                    files.retain(|_, f| f.strong_count() > 0);
+                    files.insert(i, Arc::downgrade(&f));
+                }
+                f
+            }
+        };
+        Ok(Segment {
+            id,
+            path: path.to_path_buf(),
+            info: file.info.clone(),
+            file,
+        })
+    }
+
+    /// Whether `self` and `other` share what was read from their file (one file, two names).
+    #[cfg(test)]
+    pub(crate) fn shares_file_with(&self, other: &Segment) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+    }
+}
+
+impl SegmentFile {
+    /// Map and check a segment file: header, footer, index CRC and index bounds.
+    fn read(fs: &dyn FileSystem, path: &Path) -> Result<SegmentFile> {
         let bytes = fs.map(path).map_err(|e| Error::io(path, e))?;
         let corrupt = |offset: usize, reason: &str| Error::Corruption {
             file: path.to_path_buf(),
@@ -582,9 +635,7 @@ impl Segment {
             max_seq,
             file_bytes: b.len() as u64,
         };
-        Ok(Segment {
-            id,
-            path: path.to_path_buf(),
+        Ok(SegmentFile {
             bytes,
             blocks,
             last_rows,
@@ -593,15 +644,17 @@ impl Segment {
             info,
         })
     }
+}
 
+impl Segment {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The last row of block `i` (bounds checked at open).
     fn last_row(&self, i: usize) -> &[u8] {
-        let h = &self.blocks[i];
-        &self.bytes.bytes()[h.row_at..h.row_at + h.row_len as usize]
+        let h = &self.file.blocks[i];
+        &self.file.bytes.bytes()[h.row_at..h.row_at + h.row_len as usize]
     }
 
     /// The number of blocks whose last row is below `row` (`or_equal`: not above it).
@@ -610,9 +663,9 @@ impl Segment {
     /// whose key equals the row's are compared in full, in the file.
     fn blocks_before(&self, row: &[u8], or_equal: bool) -> usize {
         let before = |last: &[u8]| if or_equal { last <= row } else { last < row };
-        let (lo, hi) = self.last_rows.candidates(row);
-        let bytes = self.bytes.bytes();
-        lo + self.blocks[lo..hi]
+        let (lo, hi) = self.file.last_rows.candidates(row);
+        let bytes = self.file.bytes.bytes();
+        lo + self.file.blocks[lo..hi]
             .partition_point(|h| before(&bytes[h.row_at..h.row_at + h.row_len as usize]))
     }
 
@@ -623,22 +676,27 @@ impl Segment {
     /// blocks checked. Right after a 4 GB load, the first reads of fresh blocks were 7–9% of
     /// the request threads' samples, memory-bound: each touched a whole 16 KB block twice.
     pub(crate) fn check_blocks(&self) -> Result<()> {
-        (0..self.blocks.len()).try_for_each(|i| self.block(i).map(|_| ()))
+        (0..self.file.blocks.len()).try_for_each(|i| self.block(i).map(|_| ()))
     }
 
     /// Blocks checked so far, of all the segment's blocks.
     #[cfg(test)]
     pub(crate) fn checked_blocks(&self) -> (usize, usize) {
-        let checked = self.restarts.iter().filter(|r| r.get().is_some()).count();
-        (checked, self.blocks.len())
+        let checked = self
+            .file
+            .restarts
+            .iter()
+            .filter(|r| r.get().is_some())
+            .count();
+        (checked, self.file.blocks.len())
     }
 
     /// The bytes of block `i` and its restart points, CRC-checked and fully parsed on first
     /// use (then remembered, so a malformed entry is found before any is returned).
     fn block(&self, i: usize) -> Result<(&[u8], &[u32])> {
-        let h = &self.blocks[i];
-        let data = &self.bytes.bytes()[h.offset..h.offset + h.len];
-        if let Some(r) = self.restarts[i].get() {
+        let h = &self.file.blocks[i];
+        let data = &self.file.bytes.bytes()[h.offset..h.offset + h.len];
+        if let Some(r) = self.file.restarts[i].get() {
             return Ok((data, r));
         }
         if crc32fast::hash(data) != h.crc {
@@ -658,7 +716,7 @@ impl Segment {
             n += 1;
             pos = next;
         }
-        let r = self.restarts[i].get_or_init(|| restarts.into_boxed_slice());
+        let r = self.file.restarts[i].get_or_init(|| restarts.into_boxed_slice());
         Ok((data, r))
     }
 
@@ -684,20 +742,20 @@ impl Segment {
     fn bad_entry(&self, block: usize, pos: usize) -> Error {
         Error::Corruption {
             file: self.path.clone(),
-            offset: (self.blocks[block].offset + pos) as u64,
+            offset: (self.file.blocks[block].offset + pos) as u64,
             reason: "malformed entry".to_string(),
         }
     }
 
     /// False if the segment certainly holds no entry of `row` (its row filter says so).
     pub(crate) fn may_contain_row(&self, row: &[u8]) -> bool {
-        self.filter.may_contain(row)
+        self.file.filter.may_contain(row)
     }
 
     /// [`Segment::may_contain_row`] for a row whose [`crate::row_filter::row_hash`] is `h`.
     #[inline]
     pub(crate) fn may_contain_hash(&self, h: u64) -> bool {
-        self.filter.may_contain_hash(h)
+        self.file.filter.may_contain_hash(h)
     }
 
     /// Whether the segment holds a version delete marker (`Kind::DeleteVersion`) of the column
@@ -742,7 +800,7 @@ impl Segment {
             data: &[],
             pos: 0,
         };
-        if start < self.blocks.len() {
+        if start < self.file.blocks.len() {
             match row {
                 Some(r) => {
                     let seek = self.seek_in_block(start, r)?;
@@ -758,10 +816,15 @@ impl Segment {
     /// The greatest row strictly below `row` (`None`: the greatest row of the segment).
     pub(crate) fn last_row_before(&self, row: Option<&[u8]>) -> Result<Option<&[u8]>> {
         let Some(r) = row else {
-            return Ok(self.blocks.len().checked_sub(1).map(|i| self.last_row(i)));
+            return Ok(self
+                .file
+                .blocks
+                .len()
+                .checked_sub(1)
+                .map(|i| self.last_row(i)));
         };
         let b = self.blocks_before(r, false);
-        if b < self.blocks.len() {
+        if b < self.file.blocks.len() {
             if let Some(found) = self.seek_in_block(b, r)?.before {
                 return Ok(Some(found));
             }
@@ -826,13 +889,13 @@ impl<'a> EntrySource<'a> for SegmentSource<'a> {
             }
         }
         let seg: &'a Segment = self.seg;
-        if self.block >= seg.blocks.len() {
+        if self.block >= seg.file.blocks.len() {
             return Ok(None);
         }
         // The column ends in the last block whose first entry is still inside it (blocks past
         // the ones that end at `row` start after the column).
         let end = seg.blocks_before(row, true);
-        let end = (end + 1).min(seg.blocks.len());
+        let end = (end + 1).min(seg.file.blocks.len());
         let mut lo = self.block + 1;
         let mut hi = end.max(lo);
         while lo < hi {
@@ -868,7 +931,7 @@ impl<'a> EntrySource<'a> for SegmentSource<'a> {
 
     fn next_entry(&mut self) -> Result<Option<Entry<'a>>> {
         loop {
-            if self.block >= self.seg.blocks.len() {
+            if self.block >= self.seg.file.blocks.len() {
                 return Ok(None);
             }
             if self.pos < self.data.len() {
@@ -879,7 +942,7 @@ impl<'a> EntrySource<'a> for SegmentSource<'a> {
             }
             self.block += 1;
             self.pos = 0;
-            if self.block < self.seg.blocks.len() {
+            if self.block < self.seg.file.blocks.len() {
                 self.data = self.seg.block(self.block)?.0;
             }
         }
@@ -947,7 +1010,7 @@ mod tests {
     }
 
     /// Writes rows `row00000` to `row02999`, a 40-byte value each (about a dozen blocks).
-    fn three_thousand_rows(fs: &SimFs, path: &Path) {
+    fn three_thousand_rows(fs: &dyn FileSystem, path: &Path) {
         let mut w = SegmentWriter::create(fs, path, 10).unwrap();
         let value = vec![7u8; 40];
         for i in 0..3000u32 {
@@ -969,7 +1032,7 @@ mod tests {
         let path = Path::new("/s/1.seg");
         three_thousand_rows(&fs, path);
         let seg = Segment::open(&fs, path, 1).unwrap();
-        assert!(seg.blocks.len() > 1);
+        assert!(seg.file.blocks.len() > 1);
         let mut it = seg.iter_from(Some(b"row01500")).unwrap();
         assert_eq!(it.next_entry().unwrap().unwrap().row, b"row01500");
         assert_eq!(it.next_entry().unwrap().unwrap().row, b"row01501");
@@ -985,6 +1048,46 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 3000);
+    }
+
+    /// Every name of one segment file (the same path again, a hard link: a split's reference
+    /// segment) opens what the first open read, with the blocks it checked; a copy is another
+    /// file, read on its own; once no segment holds a file, an open reads it afresh.
+    #[test]
+    fn names_of_one_file_share_what_was_read_from_it_and_a_copy_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = crate::fs::StdFs;
+        let (path, link, copy) = (
+            dir.path().join("1.seg"),
+            dir.path().join("2.seg"),
+            dir.path().join("3.seg"),
+        );
+        three_thousand_rows(&fs, &path);
+        std::fs::hard_link(&path, &link).unwrap();
+        std::fs::copy(&path, &copy).unwrap();
+        let first = Segment::open(&fs, &path, 1).unwrap();
+        first.check_blocks().unwrap();
+        let (checked, blocks) = first.checked_blocks();
+        assert_eq!(checked, blocks);
+
+        let again = Segment::open(&fs, &path, 1).unwrap();
+        let linked = Segment::open(&fs, &link, 2).unwrap();
+        assert!(again.shares_file_with(&first));
+        assert!(linked.shares_file_with(&first));
+        assert_eq!(linked.checked_blocks(), (blocks, blocks));
+        assert_eq!((linked.id, linked.path()), (2, link.as_path()));
+
+        let copied = Segment::open(&fs, &copy, 3).unwrap();
+        assert!(!copied.shares_file_with(&first));
+        assert_eq!(copied.checked_blocks(), (0, blocks));
+
+        let first_file = Arc::downgrade(&first.file);
+        drop((first, again, linked));
+        assert!(first_file.upgrade().is_none());
+        let reopened = Segment::open(&fs, &link, 2).unwrap();
+        assert_eq!(reopened.checked_blocks(), (0, blocks));
+        let mut it = reopened.iter_from(Some(b"row01500")).unwrap();
+        assert_eq!(it.next_entry().unwrap().unwrap().row, b"row01500");
     }
 
     #[test]
@@ -1016,7 +1119,7 @@ mod tests {
         }
         w.finish().unwrap();
         let seg = Segment::open(&fs, path, 1).unwrap();
-        assert!(seg.blocks.len() > 5);
+        assert!(seg.file.blocks.len() > 5);
         // From the first entry of every column, and from deep inside the long one.
         for consumed in [1usize, 2, 40, 1000, 4999] {
             let mut it = seg.iter_from(Some(b"r1")).unwrap();
@@ -1104,7 +1207,7 @@ mod tests {
         let path = Path::new("/s/2.seg");
         let rows = thousand_rows(&fs, path, FORMAT_VERSION);
         let seg = Segment::open(&fs, path, 2).unwrap();
-        assert!(matches!(seg.filter, RowFilter::Blocked(_)));
+        assert!(matches!(seg.file.filter, RowFilter::Blocked(_)));
         filter_answers(&seg, &rows);
     }
 
@@ -1116,7 +1219,7 @@ mod tests {
         let bytes = fs.read_file(path).unwrap();
         assert_eq!(bytes[7], 1, "a version-1 header");
         let seg = Segment::open(&fs, path, 3).unwrap();
-        assert!(matches!(seg.filter, RowFilter::Legacy(_)));
+        assert!(matches!(seg.file.filter, RowFilter::Legacy(_)));
         filter_answers(&seg, &rows);
         let mut it = seg.iter_from(Some(b"k00500")).unwrap();
         assert_eq!(it.next_entry().unwrap().unwrap().row, b"k00500");
@@ -1138,7 +1241,7 @@ mod tests {
 
         // One bit of the second block's data flipped: the check names the block.
         let mut bytes = fs.read_file(path).unwrap();
-        let at = seg.blocks[1].offset + seg.blocks[1].len / 2;
+        let at = seg.file.blocks[1].offset + seg.file.blocks[1].len / 2;
         bytes[at] ^= 0x10;
         fs.write_file(path, &bytes).unwrap();
         let damaged = Segment::open(&fs, path, 5).unwrap();

@@ -9,6 +9,9 @@
 //! catalog's bucket range at every open), which every read applies. This store's segments become
 //! reference segments too, as it is about to give up the other half. No row is copied: the
 //! pause is one flush, a link per segment and three manifest writes, whatever the region's size.
+//! Opened in the same process, the new store shares what this one read from the files (their
+//! maps, indexes, filters and checked blocks: `Segment::open`), so its first reads check nothing
+//! again and the files' indexes are held once.
 //!
 //! Later, compactions on each side rewrite reference segments into ordinary ones holding only
 //! owned rows (`compaction.rs`: size-tiered merges take them as any segment; a rewrite of its
