@@ -430,12 +430,12 @@ impl RegionStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::fs::SimFs;
 
     /// A write of `value` to `row`'s `cf:q` at timestamp 1.
-    fn put_op(row: &[u8], value: &[u8]) -> WriteOp {
+    pub(in crate::region_store) fn put_op(row: &[u8], value: &[u8]) -> WriteOp {
         WriteOp::Mutate(RowMutation {
             row: row.to_vec(),
             mutations: vec![Mutation::Put {

@@ -160,6 +160,7 @@ impl RegionStore {
 mod tests {
     use super::*;
     use crate::fs::{Fault, FaultOp, SimFs};
+    use crate::region_store::flush::tests::put_op;
 
     /// A split child exported by an older build (rows copied into segment 1, a manifest naming
     /// log 2 with `next_file = 3`, and no log at all: it had no idempotency keys to carry) whose
@@ -177,16 +178,7 @@ mod tests {
         };
         let (mut s, _) =
             RegionStore::open_with_fs(sim.clone(), Path::new("/parent"), options()).unwrap();
-        let put = WriteOp::Mutate(RowMutation {
-            row: b"x".to_vec(),
-            mutations: vec![Mutation::Put {
-                family: b"cf".to_vec(),
-                qualifier: b"q".to_vec(),
-                timestamp: Some(1),
-                value: b"moved".to_vec(),
-            }],
-        });
-        for r in s.write_batch(vec![put]) {
+        for r in s.write_batch(vec![put_op(b"x", b"moved")]) {
             r.unwrap();
         }
         s.flush().unwrap();
@@ -225,5 +217,34 @@ mod tests {
             .unwrap()
             .expect("row x");
         assert_eq!(row.cells.len(), 1);
+    }
+
+    /// The new store of a split, opened in the same process, starts on what its parent read
+    /// from the linked files: the blocks the flush checked are checked for it too, so its
+    /// first reads check nothing again.
+    #[test]
+    fn the_new_store_of_a_split_finds_its_parents_blocks_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(crate::fs::StdFs);
+        let options = || StoreOptions::new(vec![FamilyDescriptor::new("cf")]);
+        let (mut parent, _) =
+            RegionStore::open_with_fs(fs.clone(), &dir.path().join("parent"), options()).unwrap();
+        let ops = (0..2000u32)
+            .map(|i| put_op(format!("row{i:05}").as_bytes(), &[b'v'; 100]))
+            .collect();
+        for r in parent.write_batch(ops) {
+            r.unwrap();
+        }
+        let child_dir = dir.path().join("child");
+        parent
+            .link_rows(&|row| row.ends_with(b"1"), &child_dir, options())
+            .unwrap();
+        let (child, _) = RegionStore::open_with_fs(fs, &child_dir, options()).unwrap();
+        assert_eq!(parent.segments.len(), 1);
+        assert_eq!(child.segments.len(), 1);
+        let (checked, blocks) = child.segments[0].checked_blocks();
+        assert!(blocks > 2, "{blocks} blocks");
+        assert_eq!(checked, blocks);
+        assert!(child.segments[0].shares_file_with(&parent.segments[0]));
     }
 }
