@@ -464,7 +464,7 @@ struct SegmentFile {
 /// The segment files open in this process, by identity ([`FileSystem::identity`]), so that a
 /// second name of a file opens what the first read. An entry's file is alive while any
 /// `Segment` holds it, and a live map keeps its inode from being reused, so an identity found
-/// here with a live file is that file; dead entries are dropped at the next open.
+/// here with a live file is that file; dead entries are dropped when the next file is read.
 static OPEN_FILES: LazyLock<Mutex<HashMap<FileIdentity, Weak<SegmentFile>>>> =
     LazyLock::new(Default::default);
 
@@ -511,7 +511,7 @@ impl Segment {
         let identity = fs.identity(path).map_err(|e| Error::io(path, e))?;
         let open = identity.and_then(|i| OPEN_FILES.lock().get(&i).and_then(Weak::upgrade));
         let file = match open {
-            Some(f) if Ok(f.info.file_bytes) == fs.len(path).map_err(|_| ()) => f,
+            Some(f) if fs.len(path).is_ok_and(|n| n == f.info.file_bytes) => f,
             _ => {
                 let f = Arc::new(SegmentFile::read(fs, path)?);
                 if let Some(i) = identity {
