@@ -151,6 +151,14 @@ pub struct Config {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub memtable_mb: usize,
 
+    /// Memtable budget of all the regions together, MiB: past it, a region that writes and
+    /// holds its share of it flushes, so that the server's memory does not grow with its
+    /// number of regions (as HBase's global memstore limit). Default: a quarter of the
+    /// machine's memory; 0 = no server-wide budget.
+    #[arg(long, env = "KURA_MEMTABLE_TOTAL_MB",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_777_216))]
+    pub memtable_total_mb: Option<usize>,
+
     /// Pace each region's background flushes and compactions to this many MiB/s, so that they
     /// do not queue the log's fsyncs behind tens of megabytes (0 = unpaced). A flush stops
     /// pacing once the next memtable is half full.
@@ -391,6 +399,10 @@ impl Config {
             RecoveryArg::Strict => RecoveryMode::Strict,
         };
         k.memtable_budget = self.memtable_mb.max(1) << 20;
+        k.memtable_total = match self.memtable_total_mb {
+            Some(mb) => mb << 20,
+            None => machine_memory().map_or(0, |bytes| bytes / 4),
+        };
         k.background_write_rate = self.background_write_mb << 20;
         k.background_compactions = self.background_compactions;
         k.log_prealloc = self.log_prealloc_kb << 10;
@@ -417,6 +429,20 @@ impl Config {
             body_idle_secs: self.body_timeout_secs.max(1),
         }
     }
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`), if it can be read.
+fn machine_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
 }
 
 #[cfg(test)]
@@ -472,6 +498,17 @@ mod tests {
             parse(&["--background-write-mb", "0"]).background_write_mb,
             0
         );
+    }
+
+    #[test]
+    fn the_memtables_together_get_a_quarter_of_the_memory_unless_told_otherwise() {
+        let memory = machine_memory().expect("/proc/meminfo names MemTotal");
+        assert!(memory > 0);
+        assert_eq!(parse(&[]).kura_config().memtable_total, memory / 4);
+        let told = parse(&["--memtable-total-mb", "512"]).kura_config();
+        assert_eq!(told.memtable_total, 512 << 20);
+        let none = parse(&["--memtable-total-mb", "0"]).kura_config();
+        assert_eq!(none.memtable_total, 0);
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct KuraConfig {
     pub recovery: RecoveryMode,
     /// Memtable budget per region, bytes.
     pub memtable_budget: usize,
+    /// Memtable budget of all the regions together, bytes (0 = none, the default here; the
+    /// server's `--memtable-total-mb` defaults to a quarter of the machine's memory): past it,
+    /// a region that writes and holds its share of it flushes (`memory.rs`).
+    pub memtable_total: usize,
     /// Pace background flushes and compactions to this many bytes per second per region, so
     /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
     pub background_write_rate: u64,
@@ -75,6 +79,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("durability", &self.durability)
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
+            .field("memtable_total", &self.memtable_total)
             .field("background_write_rate", &self.background_write_rate)
             .field("background_compactions", &self.background_compactions)
             .field("log_prealloc", &self.log_prealloc)
@@ -98,6 +103,7 @@ impl KuraConfig {
             durability: Durability::Sync,
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
+            memtable_total: 0,
             background_write_rate: 32 << 20,
             background_compactions: 0,
             log_prealloc: kura_storage::DEFAULT_LOG_PREALLOC,
@@ -302,6 +308,7 @@ impl Kura {
             compaction_slots: Arc::new(crate::background::CompactionSlots::new(
                 config.background_compactions,
             )),
+            memtables: crate::memory::MemtableBudget::new(config.memtable_total),
         };
         let layout = Layout::new(
             dir,

@@ -13,7 +13,8 @@
 //! - [`region`]: [`region::RegionActor`], one per region, the sole owner of its store; group
 //!   commit.
 //! - `messages`: one struct per region request. `routing`: the shared routing table.
-//!   `scan_merge`: fan-out and k-way merge of scans.
+//!   `scan_merge`: fan-out and k-way merge of scans. `background`: the regions' flush,
+//!   compaction and log-sync threads. `memory`: the server's memtable budget over all regions.
 //! - [`catalog`]: tables and region layout, persisted atomically; [`RegionId`]. [`salt`]: the
 //!   bucket hash; [`SaltBucket`] and [`BucketRange`]. A region id and a bucket are distinct
 //!   types, raw numbers only at the edges (the catalog file, directory names, errors, the
@@ -78,6 +79,7 @@ mod background;
 pub mod catalog;
 pub mod client;
 pub mod error;
+mod memory;
 mod messages;
 pub mod region;
 pub mod router;

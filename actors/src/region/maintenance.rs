@@ -47,7 +47,9 @@ impl Handler<Compact> for RegionActor {
 }
 
 impl RegionActor {
-    /// Once the memtable is full, freeze it and write it to a segment on a blocking thread;
+    /// Once the memtable is full (or the server's memtables together are past their budget and
+    /// this one holds its share of them, `memory.rs`), freeze it and write it to a segment on a
+    /// blocking thread;
     /// writes go on into a fresh memtable and log meanwhile, reads see both. One flush at a
     /// time: if the new memtable fills up before this one is installed, the store flushes
     /// inline at twice the budget (backpressure instead of unbounded memory).
@@ -57,12 +59,19 @@ impl RegionActor {
     /// (invariant 6). Only where nothing after this call uses the store synchronously: not
     /// inside `settle`, whose callers go on with the store.
     pub(super) fn maybe_flush(&mut self, ctx: &mut Context<Self>, off_thread: bool) {
+        let frozen = self.report_memtables();
         let Ok(store) = self.store() else {
             return;
         };
-        if !store.wants_flush() {
+        let (active, _) = store.memtable_bytes();
+        let wanted = store.wants_flush();
+        // Past the server's memtable budget, a region holding its share flushes (memory.rs).
+        if !wanted && (frozen.is_some() || !self.memtables.should_flush(active)) {
             return;
         }
+        let Ok(store) = self.store() else {
+            return;
+        };
         if off_thread {
             self.with_store_off_thread(
                 "freeze",
@@ -84,6 +93,16 @@ impl RegionActor {
                 let _ = self.store_err(e);
             }
         }
+    }
+    /// Tell the server's memtable budget what this region's memtables hold now (nothing
+    /// without a store); the frozen memtable's bytes, if one is being flushed.
+    pub(super) fn report_memtables(&mut self) -> Option<usize> {
+        let (active, frozen) = self
+            .store
+            .as_ref()
+            .map_or((0, None), |s| s.memtable_bytes());
+        self.memtables.report(active + frozen.unwrap_or(0));
+        frozen
     }
     /// Write a frozen memtable to a segment on a background thread, then install it.
     pub(super) fn run_flush(&mut self, task: kura_storage::FlushTask, ctx: &mut Context<Self>) {

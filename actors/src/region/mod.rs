@@ -64,6 +64,7 @@
 use crate::background::Syncer;
 use crate::catalog::{RegionId, SaltConfig};
 use crate::error::ActorError;
+use crate::memory::MemtableShare;
 use crate::messages::*;
 use crate::salt::{bucket_of, BucketRange, SaltBucket};
 use actix::prelude::*;
@@ -104,6 +105,8 @@ pub(crate) struct RegionSettings {
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
     /// The server's compaction pool, shared by all its regions.
     pub compaction_slots: Arc<crate::background::CompactionSlots>,
+    /// The server's memtable budget, shared by all its regions.
+    pub memtables: Arc<crate::memory::MemtableBudget>,
 }
 
 /// Everything needed to start a region actor.
@@ -219,6 +222,8 @@ pub struct RegionActor {
     /// A split waiting for the background flush it started to be installed, with the number
     /// of flushes started for it so far (`split::FLUSH_ROUNDS` at most).
     split_after_flush: Option<(PrepareSplit, u8)>,
+    /// This region's part of the server's memtable budget.
+    memtables: MemtableShare,
 }
 
 /// A background result waiting for the store to come back.
@@ -231,6 +236,7 @@ impl RegionActor {
     /// at `in_flight_limit`, and the router's and operators' control messages are few.
     pub(crate) fn launch(spec: RegionSpec, arbiter: &actix::ArbiterHandle) -> Addr<RegionActor> {
         RegionActor::start_in_arbiter(arbiter, move |ctx| {
+            let memtables = MemtableShare::new(spec.settings.memtables.clone());
             let mut act = RegionActor {
                 id: spec.id,
                 table: spec.table,
@@ -256,6 +262,7 @@ impl RegionActor {
                 store_away: false,
                 deferred: Vec::new(),
                 split_after_flush: None,
+                memtables,
             };
             if act.settings.durability == Durability::Sync && act.settings.sync_thread {
                 act.syncer = Syncer::start(act.id)

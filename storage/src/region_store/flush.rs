@@ -243,6 +243,15 @@ impl RegionStore {
 
     /// Whether the memtable has reached its budget and no flush is under way: the owner of a
     /// store with [`StoreOptions::background_flush`] should call [`RegionStore::flush_task`].
+    /// Bytes held by the memtables: the active one, and the frozen one a flush is writing,
+    /// if any.
+    pub fn memtable_bytes(&self) -> (usize, Option<usize>) {
+        (
+            self.memtable.bytes(),
+            self.frozen.as_ref().map(|m| m.bytes()),
+        )
+    }
+
     pub fn wants_flush(&self) -> bool {
         self.poisoned.is_none()
             && self.frozen.is_none()

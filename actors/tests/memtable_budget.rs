@@ -1,0 +1,71 @@
+//! The server's memtable budget (`KuraConfig::memtable_total`, the server's
+//! `--memtable-total-mb`): past it, the regions that write and hold their share of the
+//! memtables flush, so that the memtables of all regions together stay near the budget however
+//! many regions there are; without one, every region fills its own memtable up to its own
+//! budget.
+
+mod common;
+use common::*;
+use kura_actors::*;
+
+/// 16,000 rows of 1,000 bytes (about 16 MiB of memtable), spread over every region.
+async fn write_16_mib(kura: &Kura, table: &str) {
+    let rows: Vec<usize> = (0..16_000).collect();
+    for chunk in rows.chunks(100) {
+        let batch = chunk.iter().map(|i| put(&key(*i), &[b'v'; 1000])).collect();
+        kura.mutate_rows(table, batch).await.expect("write");
+    }
+}
+
+/// The bytes the memtables of `table`'s regions hold, and their segments.
+async fn held(kura: &Kura, table: &str) -> (u64, u64) {
+    let regions = kura.regions(table).await.expect("regions");
+    regions.iter().fold((0, 0), |(bytes, segments), r| {
+        (bytes + r.stats.memtable_bytes, segments + r.stats.segments)
+    })
+}
+
+/// A server whose regions may hold 64 MiB of memtable each, four regions on two arbiters.
+async fn server(dir: &std::path::Path, memtable_total: usize) -> Kura {
+    let mut c = config(dir);
+    c.memtable_budget = 64 << 20;
+    c.memtable_total = memtable_total;
+    let kura = Kura::start(c).await.expect("start");
+    kura.create_table(table("t", 16, 4)).await.expect("create");
+    kura
+}
+
+#[actix_rt::test]
+async fn past_the_servers_budget_the_regions_that_write_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let kura = server(dir.path(), 4 << 20).await;
+    write_16_mib(&kura, "t").await;
+    // The flushes run in the background: the memtables come down to about the budget (each
+    // region may refill its memtable while its flush runs).
+    within("the memtables under twice the budget", async {
+        loop {
+            let (bytes, segments) = held(&kura, "t").await;
+            if bytes <= 8 << 20 && segments > 0 {
+                break;
+            }
+            actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    for i in [0, 7_999, 15_999] {
+        let row = kura.get("t", &key(i), &ReadSpec::default()).await.unwrap();
+        assert_eq!(value(&row.expect("row")), &[b'v'; 1000]);
+    }
+    kura.shutdown().await.unwrap();
+}
+
+#[actix_rt::test]
+async fn without_a_servers_budget_each_region_fills_its_own_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    let kura = server(dir.path(), 0).await;
+    write_16_mib(&kura, "t").await;
+    let (bytes, segments) = held(&kura, "t").await;
+    assert!(bytes > 12 << 20, "{bytes} bytes held");
+    assert_eq!(segments, 0);
+    kura.shutdown().await.unwrap();
+}
