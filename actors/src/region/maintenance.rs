@@ -48,11 +48,10 @@ impl Handler<Compact> for RegionActor {
 
 impl RegionActor {
     /// Once the memtable is full (or the server's memtables together are past their budget and
-    /// this one holds its share of them, `memory.rs`), freeze it and write it to a segment on a
-    /// blocking thread;
-    /// writes go on into a fresh memtable and log meanwhile, reads see both. One flush at a
-    /// time: if the new memtable fills up before this one is installed, the store flushes
-    /// inline at twice the budget (backpressure instead of unbounded memory).
+    /// this one holds its share of it, `memory.rs`), freeze it and write it to a segment on a
+    /// blocking thread; writes go on into a fresh memtable and log meanwhile, reads see both.
+    /// One flush at a time: if the new memtable fills up before this one is installed, the
+    /// store flushes inline at twice the budget (backpressure instead of unbounded memory).
     ///
     /// `off_thread`: the freeze itself (sync the log, create the next one: a file and a
     /// directory fsync, milliseconds) also runs off the arbiter, the region paused meanwhile
@@ -60,13 +59,15 @@ impl RegionActor {
     /// inside `settle`, whose callers go on with the store.
     pub(super) fn maybe_flush(&mut self, ctx: &mut Context<Self>, off_thread: bool) {
         let frozen = self.report_memtables();
-        let Ok(store) = self.store() else {
+        let Ok((active, wanted)) = self
+            .store()
+            .map(|s| (s.memtable_bytes().0, s.wants_flush()))
+        else {
             return;
         };
-        let (active, _) = store.memtable_bytes();
-        let wanted = store.wants_flush();
         // Past the server's memtable budget, a region holding its share flushes (memory.rs).
-        if !wanted && (frozen.is_some() || !self.memtables.should_flush(active)) {
+        let for_budget = frozen.is_none() && self.memtables.should_flush(active);
+        if !wanted && !for_budget {
             return;
         }
         let Ok(store) = self.store() else {
