@@ -8,8 +8,9 @@
 //! over the budget flushes its active memtable if that holds at least its fair share of the
 //! budget (the budget over the regions) and at least [`MIN_FORCED_FLUSH`]: as in RocksDB, the
 //! writer that finds the buffers full flushes, and while the total is over the budget some
-//! region holds more than its share, so the total comes back under it as writes go on. A
-//! region that stops writing keeps what it holds, which its own budget bounds.
+//! region holds more than its share, so the total comes back under it as writes go on. That
+//! region may have stopped writing: every region also checks the budget every
+//! [`IDLE_CHECK`], as HBase's flusher picks a region when the region server is over its limit.
 //!
 //! # Invariants
 //! 1. `total` is the sum of the sizes last reported by the live shares, and `regions` their
@@ -21,6 +22,9 @@ use std::sync::Arc;
 /// A memtable smaller than this is never flushed for the server's budget: a segment that
 /// small would cost its compactions more than the memory it frees.
 pub(crate) const MIN_FORCED_FLUSH: usize = 1 << 20;
+
+/// How often a region checks the server's budget without a write of its own.
+pub(crate) const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The memtables of a server's regions together (see the module doc).
 #[derive(Debug)]
@@ -75,13 +79,19 @@ impl MemtableShare {
         self.reported = bytes;
     }
 
+    /// Whether the memtables of all regions together are over the budget.
+    pub(crate) fn over(&self) -> bool {
+        let b = &self.budget;
+        b.limit > 0 && b.total() > b.limit
+    }
+
     /// Whether a region whose active memtable holds `active` bytes should flush it for the
     /// server's budget: the total is over the budget and `active` is at least the region's
     /// fair share of the budget and [`MIN_FORCED_FLUSH`].
     pub(crate) fn should_flush(&self, active: usize) -> bool {
         let b = &self.budget;
         let regions = b.regions.load(Ordering::Relaxed).max(1);
-        b.limit > 0 && b.total() > b.limit && active >= MIN_FORCED_FLUSH.max(b.limit / regions)
+        self.over() && active >= MIN_FORCED_FLUSH.max(b.limit / regions)
     }
 }
 

@@ -1,8 +1,8 @@
 //! The server's memtable budget (`KuraConfig::memtable_total`, the server's
 //! `--memtable-total-mb`): past it, the regions that write and hold their share of the
 //! memtables flush, so that the memtables of all regions together stay near the budget however
-//! many regions there are; without one, every region fills its own memtable up to its own
-//! budget.
+//! many regions there are, a region that stopped writing included; without one, every region
+//! fills its own memtable up to its own budget.
 
 mod common;
 use common::*;
@@ -25,20 +25,36 @@ async fn held(kura: &Kura, table: &str) -> (u64, u64) {
     })
 }
 
-/// A server whose regions may hold 64 MiB of memtable each, four regions on two arbiters.
-async fn server(dir: &std::path::Path, memtable_total: usize) -> Kura {
+/// A server whose regions may hold 64 MiB of memtable each, `regions` regions on two arbiters.
+async fn server(dir: &std::path::Path, memtable_total: usize, regions: u32) -> Kura {
     let mut c = config(dir);
     c.memtable_budget = 64 << 20;
     c.memtable_total = memtable_total;
     let kura = Kura::start(c).await.expect("start");
-    kura.create_table(table("t", 16, 4)).await.expect("create");
+    kura.create_table(table("t", 16, regions))
+        .await
+        .expect("create");
     kura
+}
+
+/// `n` rows of 1,000 bytes, all in region `region` (its index in the table's regions).
+async fn write_to_region(kura: &Kura, region: usize, n: usize) {
+    let r = &kura.regions("t").await.expect("regions")[region];
+    let rows: Vec<Vec<u8>> = (0..)
+        .map(key)
+        .filter(|k| (r.bucket_start..r.bucket_end).contains(&kura.bucket_of("t", k).unwrap().get()))
+        .take(n)
+        .collect();
+    for chunk in rows.chunks(100) {
+        let batch = chunk.iter().map(|k| put(k, &[b'v'; 1000])).collect();
+        kura.mutate_rows("t", batch).await.expect("write");
+    }
 }
 
 #[actix_rt::test]
 async fn past_the_servers_budget_the_regions_that_write_flush() {
     let dir = tempfile::tempdir().unwrap();
-    let kura = server(dir.path(), 4 << 20).await;
+    let kura = server(dir.path(), 4 << 20, 4).await;
     write_16_mib(&kura, "t").await;
     // The flushes run in the background: the memtables come down to about the budget (each
     // region may refill its memtable while its flush runs).
@@ -62,10 +78,36 @@ async fn past_the_servers_budget_the_regions_that_write_flush() {
 #[actix_rt::test]
 async fn without_a_servers_budget_each_region_fills_its_own_memtable() {
     let dir = tempfile::tempdir().unwrap();
-    let kura = server(dir.path(), 0).await;
+    let kura = server(dir.path(), 0, 4).await;
     write_16_mib(&kura, "t").await;
     let (bytes, segments) = held(&kura, "t").await;
     assert!(bytes > 12 << 20, "{bytes} bytes held");
     assert_eq!(segments, 0);
+    kura.shutdown().await.unwrap();
+}
+
+/// Over the budget because of a region that stopped writing (it holds 3 MiB, more than its
+/// share of a 4 MiB budget over two regions) while the one still writing holds less than its
+/// share: the idle one flushes by itself.
+#[actix_rt::test]
+async fn a_region_that_stopped_writing_flushes_its_share_of_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let kura = server(dir.path(), 4 << 20, 2).await;
+    write_to_region(&kura, 0, 3_000).await;
+    write_to_region(&kura, 1, 1_500).await;
+    within("the idle region's flush", async {
+        loop {
+            let regions = kura.regions("t").await.expect("regions");
+            if regions[0].stats.segments > 0 {
+                assert_eq!(
+                    regions[1].stats.segments, 0,
+                    "the writer holds less than its share"
+                );
+                break;
+            }
+            actix_rt::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     kura.shutdown().await.unwrap();
 }
