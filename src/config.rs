@@ -151,9 +151,10 @@ pub struct Config {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub memtable_mb: usize,
 
-    /// Memtable budget of all the regions together, MiB: past it, a region that writes and
-    /// holds its share of it flushes, so that the server's memory does not grow with its
-    /// number of regions (as HBase's global memstore limit). Default: a quarter of the
+    /// Memtable budget of all the regions together, MiB: past it, a region that holds its
+    /// share of it flushes (at its next write, or within a second if it stopped writing), so
+    /// that the server's memory does not grow with its number of regions (as HBase's global
+    /// memstore limit). Default: a quarter of the
     /// machine's memory; 0 = no server-wide budget.
     #[arg(long, env = "KURA_MEMTABLE_TOTAL_MB",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_777_216))]

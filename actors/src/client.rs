@@ -34,7 +34,7 @@ pub struct KuraConfig {
     pub memtable_budget: usize,
     /// Memtable budget of all the regions together, bytes (0 = none, the default here; the
     /// server's `--memtable-total-mb` defaults to a quarter of the machine's memory): past it,
-    /// a region that writes and holds its share of it flushes (`memory.rs`).
+    /// a region that holds its share of it flushes (`memory.rs`).
     pub memtable_total: usize,
     /// Pace background flushes and compactions to this many bytes per second per region, so
     /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
