@@ -154,8 +154,7 @@ pub struct Config {
     /// Memtable budget of all the regions together, MiB: past it, a region that holds its
     /// share of it flushes (at its next write, or within a second if it stopped writing), so
     /// that the server's memory does not grow with its number of regions (as HBase's global
-    /// memstore limit). Default: a quarter of the
-    /// machine's memory; 0 = no server-wide budget.
+    /// memstore limit). Default: a quarter of the machine's memory; 0 = no server-wide budget.
     #[arg(long, env = "KURA_MEMTABLE_TOTAL_MB",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_777_216))]
     pub memtable_total_mb: Option<usize>,

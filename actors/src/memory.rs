@@ -79,10 +79,14 @@ impl MemtableShare {
         self.reported = bytes;
     }
 
+    /// Whether the server has a budget at all.
+    pub(crate) fn budgeted(&self) -> bool {
+        self.budget.limit > 0
+    }
+
     /// Whether the memtables of all regions together are over the budget.
     pub(crate) fn over(&self) -> bool {
-        let b = &self.budget;
-        b.limit > 0 && b.total() > b.limit
+        self.budgeted() && self.budget.total() > self.budget.limit
     }
 
     /// Whether a region whose active memtable holds `active` bytes should flush it for the

@@ -8,18 +8,23 @@ mod common;
 use common::*;
 use kura_actors::*;
 
-/// 16,000 rows of 1,000 bytes (about 16 MiB of memtable), spread over every region.
-async fn write_16_mib(kura: &Kura, table: &str) {
-    let rows: Vec<usize> = (0..16_000).collect();
+/// 1,000 bytes into each of `rows` of table `t`, 100 rows a batch.
+async fn write_rows(kura: &Kura, rows: impl Iterator<Item = Vec<u8>>) {
+    let rows: Vec<Vec<u8>> = rows.collect();
     for chunk in rows.chunks(100) {
-        let batch = chunk.iter().map(|i| put(&key(*i), &[b'v'; 1000])).collect();
-        kura.mutate_rows(table, batch).await.expect("write");
+        let batch = chunk.iter().map(|k| put(k, &[b'v'; 1000])).collect();
+        kura.mutate_rows("t", batch).await.expect("write");
     }
 }
 
-/// The bytes the memtables of `table`'s regions hold, and their segments.
-async fn held(kura: &Kura, table: &str) -> (u64, u64) {
-    let regions = kura.regions(table).await.expect("regions");
+/// 16,000 rows (about 16 MiB of memtable), spread over every region.
+async fn write_16_mib(kura: &Kura) {
+    write_rows(kura, (0..16_000).map(key)).await;
+}
+
+/// The bytes the memtables of table `t`'s regions hold, and their segments.
+async fn held(kura: &Kura) -> (u64, u64) {
+    let regions = kura.regions("t").await.expect("regions");
     regions.iter().fold((0, 0), |(bytes, segments), r| {
         (bytes + r.stats.memtable_bytes, segments + r.stats.segments)
     })
@@ -37,30 +42,27 @@ async fn server(dir: &std::path::Path, memtable_total: usize, regions: u32) -> K
     kura
 }
 
-/// `n` rows of 1,000 bytes, all in region `region` (its index in the table's regions).
+/// `n` rows, all in region `region` (its index in the table's regions).
 async fn write_to_region(kura: &Kura, region: usize, n: usize) {
     let r = &kura.regions("t").await.expect("regions")[region];
-    let rows: Vec<Vec<u8>> = (0..)
+    let buckets = r.bucket_start..r.bucket_end;
+    let rows = (0..)
         .map(key)
-        .filter(|k| (r.bucket_start..r.bucket_end).contains(&kura.bucket_of("t", k).unwrap().get()))
-        .take(n)
-        .collect();
-    for chunk in rows.chunks(100) {
-        let batch = chunk.iter().map(|k| put(k, &[b'v'; 1000])).collect();
-        kura.mutate_rows("t", batch).await.expect("write");
-    }
+        .filter(|k| buckets.contains(&kura.bucket_of("t", k).unwrap().get()))
+        .take(n);
+    write_rows(kura, rows).await;
 }
 
 #[actix_rt::test]
 async fn past_the_servers_budget_the_regions_that_write_flush() {
     let dir = tempfile::tempdir().unwrap();
     let kura = server(dir.path(), 4 << 20, 4).await;
-    write_16_mib(&kura, "t").await;
+    write_16_mib(&kura).await;
     // The flushes run in the background: the memtables come down to about the budget (each
     // region may refill its memtable while its flush runs).
     within("the memtables under twice the budget", async {
         loop {
-            let (bytes, segments) = held(&kura, "t").await;
+            let (bytes, segments) = held(&kura).await;
             if bytes <= 8 << 20 && segments > 0 {
                 break;
             }
@@ -79,8 +81,8 @@ async fn past_the_servers_budget_the_regions_that_write_flush() {
 async fn without_a_servers_budget_each_region_fills_its_own_memtable() {
     let dir = tempfile::tempdir().unwrap();
     let kura = server(dir.path(), 0, 4).await;
-    write_16_mib(&kura, "t").await;
-    let (bytes, segments) = held(&kura, "t").await;
+    write_16_mib(&kura).await;
+    let (bytes, segments) = held(&kura).await;
     assert!(bytes > 12 << 20, "{bytes} bytes held");
     assert_eq!(segments, 0);
     kura.shutdown().await.unwrap();

@@ -443,7 +443,6 @@ pub(crate) struct Segment {
     pub id: u64,
     path: PathBuf,
     file: Arc<SegmentFile>,
-    pub info: SegmentInfo,
 }
 
 /// What is read from a segment file, shared by every [`Segment`] of the same file (its names
@@ -472,7 +471,7 @@ impl std::fmt::Debug for Segment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Segment")
             .field("id", &self.id)
-            .field("info", &self.info)
+            .field("info", self.info())
             .finish()
     }
 }
@@ -525,7 +524,6 @@ impl Segment {
         Ok(Segment {
             id,
             path: path.to_path_buf(),
-            info: file.info.clone(),
             file,
         })
     }
@@ -649,6 +647,11 @@ impl SegmentFile {
 impl Segment {
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The figures of the segment's file (its footer's).
+    pub(crate) fn info(&self) -> &SegmentInfo {
+        &self.file.info
     }
 
     /// The last row of block `i` (bounds checked at open).

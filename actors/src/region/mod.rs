@@ -449,11 +449,13 @@ impl Actor for RegionActor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         // A region that stopped writing still flushes for the server's memtable budget if it
         // holds its share of it: the writers alone may all hold less (memory.rs).
-        ctx.run_interval(crate::memory::IDLE_CHECK, |act, ctx| {
-            if act.memtables.over() {
-                act.maybe_flush(ctx, true);
-            }
-        });
+        if self.memtables.budgeted() {
+            ctx.run_interval(crate::memory::IDLE_CHECK, |act, ctx| {
+                if act.memtables.over() {
+                    act.maybe_flush(ctx, true);
+                }
+            });
+        }
         if let Durability::Interval(every) = self.settings.durability {
             let period = (every / 2).max(Duration::from_millis(1));
             ctx.run_interval(period, |act, _| {

@@ -58,12 +58,12 @@ impl RegionStore {
             } else {
                 report.copied += 1;
             }
-            report.bytes += seg.info.file_bytes;
+            report.bytes += seg.info().file_bytes;
             records.push(SegmentRecord {
                 id: seg.id,
-                entries: seg.info.entries,
-                max_seq: seg.info.max_seq,
-                file_bytes: seg.info.file_bytes,
+                entries: seg.info().entries,
+                max_seq: seg.info().max_seq,
+                file_bytes: seg.info().file_bytes,
                 // A checkpoint of a region holding reference segments holds them too.
                 reference: self.references.contains(&seg.id),
             });
@@ -84,12 +84,12 @@ impl RegionStore {
             })?;
             if let Some(seg) = seg {
                 report.written += 1;
-                report.bytes += seg.info.file_bytes;
+                report.bytes += seg.info().file_bytes;
                 records.push(SegmentRecord {
                     id: seg.id,
-                    entries: seg.info.entries,
-                    max_seq: seg.info.max_seq,
-                    file_bytes: seg.info.file_bytes,
+                    entries: seg.info().entries,
+                    max_seq: seg.info().max_seq,
+                    file_bytes: seg.info().file_bytes,
                     reference: false,
                 });
             }

@@ -134,7 +134,7 @@ impl CompactionTask {
         let rules = &self.rules;
         let now_ms = self.now_ms;
         let (major, drop_markers) = (self.major, self.drop_markers);
-        let entries_in: u64 = self.inputs.iter().map(|s| s.info.entries).sum();
+        let entries_in: u64 = self.inputs.iter().map(|s| s.info().entries).sum();
         let output = write_segment(
             &*self.fs,
             &self.dir,
@@ -168,7 +168,7 @@ impl CompactionTask {
                 Ok(())
             },
         )?;
-        let entries_out = output.as_ref().map_or(0, |s| s.info.entries);
+        let entries_out = output.as_ref().map_or(0, |s| s.info().entries);
         Ok(CompactionOutput {
             inputs: self.inputs.iter().map(|s| s.id).collect(),
             output,
@@ -275,7 +275,7 @@ impl RegionStore {
             .into_iter()
             .filter(|s| self.references.contains(&s.id))
             .collect();
-        refs.sort_by_key(|s| s.info.file_bytes);
+        refs.sort_by_key(|s| s.info().file_bytes);
         refs.truncate(TIER_WIDTH);
         (!refs.is_empty()).then_some(refs)
     }
@@ -348,11 +348,11 @@ impl RegionStore {
         if by_size.len() < 2 {
             return None;
         }
-        by_size.sort_by_key(|s| s.info.file_bytes);
+        by_size.sort_by_key(|s| s.info().file_bytes);
         let mut tiers: Vec<std::ops::Range<usize>> = Vec::new();
         let mut tier_bytes = 0u64;
         for (i, s) in by_size.iter().enumerate() {
-            let size = s.info.file_bytes;
+            let size = s.info().file_bytes;
             match tiers.last_mut() {
                 Some(t)
                     if size <= SMALL_SEGMENT

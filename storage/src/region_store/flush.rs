@@ -45,7 +45,7 @@ pub(super) fn write_segment(
     });
     match seg {
         Ok(seg) => {
-            debug_assert_eq!(seg.info.entries, info.entries);
+            debug_assert_eq!(seg.info().entries, info.entries);
             Ok(Some(seg))
         }
         Err(e) => {
@@ -241,8 +241,6 @@ impl RegionStore {
         r
     }
 
-    /// Whether the memtable has reached its budget and no flush is under way: the owner of a
-    /// store with [`StoreOptions::background_flush`] should call [`RegionStore::flush_task`].
     /// Bytes held by the memtables: the active one, and the frozen one a flush is writing,
     /// if any.
     pub fn memtable_bytes(&self) -> (usize, Option<usize>) {
@@ -252,6 +250,8 @@ impl RegionStore {
         )
     }
 
+    /// Whether the memtable has reached its budget and no flush is under way: the owner of a
+    /// store with [`StoreOptions::background_flush`] should call [`RegionStore::flush_task`].
     pub fn wants_flush(&self) -> bool {
         self.poisoned.is_none()
             && self.frozen.is_none()

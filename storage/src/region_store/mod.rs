@@ -276,9 +276,9 @@ fn segment_records(segments: &[Arc<Segment>], references: &BTreeSet<u64>) -> Vec
         .iter()
         .map(|s| SegmentRecord {
             id: s.id,
-            entries: s.info.entries,
-            max_seq: s.info.max_seq,
-            file_bytes: s.info.file_bytes,
+            entries: s.info().entries,
+            max_seq: s.info().max_seq,
+            file_bytes: s.info().file_bytes,
             reference: references.contains(&s.id),
         })
         .collect()
@@ -507,8 +507,8 @@ impl RegionStore {
                 _ => 1.0,
             };
             (
-                bytes + (s.info.file_bytes as f64 * share) as u64,
-                entries + (s.info.entries as f64 * share) as u64,
+                bytes + (s.info().file_bytes as f64 * share) as u64,
+                entries + (s.info().entries as f64 * share) as u64,
             )
         })
     }

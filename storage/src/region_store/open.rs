@@ -145,9 +145,9 @@ pub(super) fn open_segments(
     for rec in &m.segments {
         let path = seg_path(dir, rec.id);
         let seg = Segment::open(fs, &path, rec.id)?;
-        let after = seg.info.max_seq.checked_add(1);
+        let after = seg.info().max_seq.checked_add(1);
         next_seq = next_seq
-            .max(after.ok_or_else(|| out_of_range(path.clone(), "max_seq", seg.info.max_seq))?);
+            .max(after.ok_or_else(|| out_of_range(path.clone(), "max_seq", seg.info().max_seq))?);
         segments.push(Arc::new(seg));
     }
     Ok((segments, next_seq))

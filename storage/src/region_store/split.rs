@@ -107,9 +107,9 @@ impl RegionStore {
                 .map_err(|e| Error::io(&to, e))?;
             records.push(SegmentRecord {
                 id: seg.id,
-                entries: seg.info.entries,
-                max_seq: seg.info.max_seq,
-                file_bytes: seg.info.file_bytes,
+                entries: seg.info().entries,
+                max_seq: seg.info().max_seq,
+                file_bytes: seg.info().file_bytes,
                 reference: true,
             });
         }
@@ -192,9 +192,9 @@ mod tests {
             log_number: 2,
             segments: vec![SegmentRecord {
                 id: 1,
-                entries: seg.info.entries,
-                max_seq: seg.info.max_seq,
-                file_bytes: seg.info.file_bytes,
+                entries: seg.info().entries,
+                max_seq: seg.info().max_seq,
+                file_bytes: seg.info().file_bytes,
                 reference: false,
             }],
             families: families.iter().map(FamilyRecord::from).collect(),
