@@ -159,6 +159,14 @@ pub struct Config {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_777_216))]
     pub memtable_total_mb: Option<usize>,
 
+    /// Flush a region's memtable once its oldest write is this many seconds old, however
+    /// little it holds (0 = never): a region that stopped writing frees its memtable and its
+    /// log, and a crash leaves at most this much of its writes to replay (HBase's
+    /// `optionalcacheflushinterval`, an hour too).
+    #[arg(long, env = "KURA_MEMTABLE_MAX_AGE_SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
+    pub memtable_max_age_secs: u64,
+
     /// Pace each region's background flushes and compactions to this many MiB/s, so that they
     /// do not queue the log's fsyncs behind tens of megabytes (0 = unpaced). A flush stops
     /// pacing once the next memtable is half full.
@@ -403,6 +411,8 @@ impl Config {
             Some(mb) => mb << 20,
             None => machine_memory().map_or(0, |bytes| bytes / 4),
         };
+        k.memtable_max_age = (self.memtable_max_age_secs > 0)
+            .then(|| Duration::from_secs(self.memtable_max_age_secs));
         k.background_write_rate = self.background_write_mb << 20;
         k.background_compactions = self.background_compactions;
         k.log_prealloc = self.log_prealloc_kb << 10;
@@ -509,6 +519,16 @@ mod tests {
         assert_eq!(told.memtable_total, 512 << 20);
         let none = parse(&["--memtable-total-mb", "0"]).kura_config();
         assert_eq!(none.memtable_total, 0);
+    }
+
+    #[test]
+    fn a_memtable_flushes_after_an_hour_unless_told_otherwise() {
+        let hour = Some(Duration::from_secs(3600));
+        assert_eq!(parse(&[]).kura_config().memtable_max_age, hour);
+        let told = parse(&["--memtable-max-age-secs", "60"]).kura_config();
+        assert_eq!(told.memtable_max_age, Some(Duration::from_secs(60)));
+        let never = parse(&["--memtable-max-age-secs", "0"]).kura_config();
+        assert_eq!(never.memtable_max_age, None);
     }
 
     #[test]

@@ -36,6 +36,11 @@ pub struct KuraConfig {
     /// server's `--memtable-total-mb` defaults to a quarter of the machine's memory): past it,
     /// a region that holds its share of it flushes (`memory.rs`).
     pub memtable_total: usize,
+    /// Flush a region's memtable once its oldest write is this old, however little it holds
+    /// (`None`: never; an hour by default, as HBase's `optionalcacheflushinterval`): a region
+    /// that stopped writing then frees its memtable and its log, and a crash leaves at most
+    /// this much of its writes to replay.
+    pub memtable_max_age: Option<Duration>,
     /// Pace background flushes and compactions to this many bytes per second per region, so
     /// that they do not queue the logs' fsyncs behind their writes (0 = unpaced).
     pub background_write_rate: u64,
@@ -80,6 +85,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("recovery", &self.recovery)
             .field("memtable_budget", &self.memtable_budget)
             .field("memtable_total", &self.memtable_total)
+            .field("memtable_max_age", &self.memtable_max_age)
             .field("background_write_rate", &self.background_write_rate)
             .field("background_compactions", &self.background_compactions)
             .field("log_prealloc", &self.log_prealloc)
@@ -104,6 +110,7 @@ impl KuraConfig {
             recovery: RecoveryMode::PointInTime,
             memtable_budget: 64 << 20,
             memtable_total: 0,
+            memtable_max_age: Some(Duration::from_secs(3600)),
             background_write_rate: 32 << 20,
             background_compactions: 0,
             log_prealloc: kura_storage::DEFAULT_LOG_PREALLOC,
@@ -309,6 +316,7 @@ impl Kura {
                 config.background_compactions,
             )),
             memtables: crate::memory::MemtableBudget::new(config.memtable_total),
+            memtable_max_age: config.memtable_max_age,
         };
         let layout = Layout::new(
             dir,

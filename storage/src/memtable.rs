@@ -15,6 +15,9 @@
 //!    a hot counter costs two entries, not one per increment until the next flush. The puts
 //!    removed are invisible (beyond the family's one version); only version markers masking
 //!    both newer puts could have brought one back, which HBase's upsert forgoes the same way.
+//! 4. `since` is when the oldest entry held arrived: its first insert, or the replay that built
+//!    it; `None` while the memtable is empty. The store's owner flushes a memtable that got too
+//!    old ([`crate::RegionStore::memtable_age`]).
 
 use crate::error::Result;
 use crate::key::{cmp_entries, Entry, Kind, MemKey, ENTRY_OVERHEAD};
@@ -24,6 +27,7 @@ use std::cmp::Ordering;
 use std::collections::btree_map::Entry as MapEntry;
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub(crate) struct MemValue {
@@ -40,6 +44,8 @@ pub(crate) struct Memtable {
     bytes: usize,
     max_seq: u64,
     replayed: Option<Replayed>,
+    /// When the oldest entry held arrived (invariant 4).
+    since: Option<Instant>,
 }
 
 impl Memtable {
@@ -47,6 +53,7 @@ impl Memtable {
     pub(crate) fn replayed(r: Replayed) -> Memtable {
         Memtable {
             max_seq: r.max_seq(),
+            since: (r.len() > 0).then(Instant::now),
             replayed: (r.len() > 0).then_some(r),
             ..Memtable::default()
         }
@@ -54,6 +61,9 @@ impl Memtable {
 
     pub(crate) fn insert(&mut self, key: MemKey, seq: u64, value: Vec<u8>) {
         self.max_seq = self.max_seq.max(seq);
+        if self.since.is_none() {
+            self.since = Some(Instant::now());
+        }
         match self.map.entry(key) {
             MapEntry::Occupied(mut slot) => {
                 let old = slot.get_mut();
@@ -116,6 +126,11 @@ impl Memtable {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How long the oldest entry held has been here; `None` if the memtable is empty.
+    pub(crate) fn age(&self) -> Option<Duration> {
+        self.since.map(|t| t.elapsed())
     }
 
     fn source<'a>(

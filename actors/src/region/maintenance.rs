@@ -46,9 +46,17 @@ impl Handler<Compact> for RegionActor {
     }
 }
 
+/// How often a region looks at its memtable's age: a tenth of the limit, between 10 ms and
+/// 10 s (HBase's periodic flusher wakes every 10 s), so a memtable flushes at most a tenth
+/// (and its jitter) past the limit.
+pub(super) fn age_check_period(max_age: Duration) -> Duration {
+    (max_age / 10).clamp(Duration::from_millis(10), Duration::from_secs(10))
+}
+
 impl RegionActor {
     /// Once the memtable is full (or the server's memtables together are past their budget and
-    /// this one holds its share of it, `memory.rs`), freeze it and write it to a segment on a
+    /// this one holds its share of it, `memory.rs`, or its oldest write is older than the
+    /// server's limit, [`RegionActor::memtable_too_old`]), freeze it and write it to a segment on a
     /// blocking thread; writes go on into a fresh memtable and log meanwhile, reads see both.
     /// One flush at a time: if the new memtable fills up before this one is installed, the
     /// store flushes inline at twice the budget (backpressure instead of unbounded memory).
@@ -67,7 +75,8 @@ impl RegionActor {
         };
         // Past the server's memtable budget, a region holding its share flushes (memory.rs).
         let for_budget = frozen.is_none() && self.memtables.should_flush(active);
-        if !wanted && !for_budget {
+        let for_age = frozen.is_none() && self.memtable_too_old();
+        if !wanted && !for_budget && !for_age {
             return;
         }
         let Ok(store) = self.store() else {
@@ -94,6 +103,23 @@ impl RegionActor {
                 let _ = self.store_err(e);
             }
         }
+    }
+    /// Whether the memtable writes go to has held its oldest write longer than the server's
+    /// limit (`--memtable-max-age-secs`) plus this region's jitter: a share of up to a twelfth
+    /// of the limit, fixed per region, so that the regions a burst of writes filled together
+    /// do not all flush in the same tick (HBase delays its periodic flushes at random by up to
+    /// five minutes of its hour, for the same reason).
+    pub(super) fn memtable_too_old(&self) -> bool {
+        let (Some(max), Some(age)) = (
+            self.settings.memtable_max_age,
+            self.store.as_ref().and_then(|s| s.memtable_age()),
+        ) else {
+            return false;
+        };
+        // A fraction in [0, 1) from the region's id, spread by Fibonacci hashing.
+        let share =
+            (self.id.get().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        age >= max + (max / 12).mul_f64(share)
     }
     /// Tell the server's memtable budget what this region's memtables hold now (nothing
     /// without a store); the frozen memtable's bytes, if one is being flushed.

@@ -107,6 +107,9 @@ pub(crate) struct RegionSettings {
     pub compaction_slots: Arc<crate::background::CompactionSlots>,
     /// The server's memtable budget, shared by all its regions.
     pub memtables: Arc<crate::memory::MemtableBudget>,
+    /// Flush a memtable once its oldest write is this old, however little it holds (`None`:
+    /// never); see `RegionActor::memtable_too_old`.
+    pub memtable_max_age: Option<Duration>,
 }
 
 /// Everything needed to start a region actor.
@@ -452,6 +455,13 @@ impl Actor for RegionActor {
         if self.memtables.budgeted() {
             ctx.run_interval(crate::memory::IDLE_CHECK, |act, ctx| {
                 if act.memtables.over() {
+                    act.maybe_flush(ctx, true);
+                }
+            });
+        }
+        if let Some(max) = self.settings.memtable_max_age {
+            ctx.run_interval(maintenance::age_check_period(max), |act, ctx| {
+                if act.memtable_too_old() {
                     act.maybe_flush(ctx, true);
                 }
             });

@@ -250,6 +250,14 @@ impl RegionStore {
         )
     }
 
+    /// How long the oldest write in the memtable writes go to has been there (a replayed
+    /// one: since the open that replayed it); `None` if that memtable is empty. An owner that
+    /// flushes once this passes a limit bounds the log a crash leaves to replay, and frees the
+    /// memory of a region that stopped writing (HBase's `optionalcacheflushinterval`).
+    pub fn memtable_age(&self) -> Option<std::time::Duration> {
+        self.memtable.age()
+    }
+
     /// Whether the memtable has reached its budget and no flush is under way: the owner of a
     /// store with [`StoreOptions::background_flush`] should call [`RegionStore::flush_task`].
     pub fn wants_flush(&self) -> bool {
@@ -474,6 +482,31 @@ pub(super) mod tests {
         let (checked, blocks) = s.segments[0].checked_blocks();
         assert!(blocks > 2, "{blocks} blocks");
         assert_eq!(checked, blocks);
+    }
+
+    /// The memtable's age counts from its oldest write: later writes do not renew it, a
+    /// freeze starts the next memtable without one, and a reopen counts the replayed writes
+    /// from the replay.
+    #[test]
+    fn the_memtable_age_counts_from_its_oldest_write_until_a_freeze() {
+        let sim: Arc<dyn FileSystem> = Arc::new(SimFs::new());
+        let options = || StoreOptions::new(vec![FamilyDescriptor::new("cf")]);
+        let (mut s, _) =
+            RegionStore::open_with_fs(sim.clone(), Path::new("/r"), options()).unwrap();
+        assert_eq!(s.memtable_age(), None);
+        s.write_batch(vec![put_op(b"a", b"1")]).remove(0).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        s.write_batch(vec![put_op(b"b", b"2")]).remove(0).unwrap();
+        let age = s.memtable_age().expect("an age");
+        assert!(age >= std::time::Duration::from_millis(30), "{age:?}");
+        let task = s.flush_task().unwrap().expect("a flush");
+        assert_eq!(s.memtable_age(), None, "the next memtable is empty");
+        s.write_batch(vec![put_op(b"c", b"3")]).remove(0).unwrap();
+        assert!(s.memtable_age().expect("an age") < age);
+        drop(task);
+        drop(s);
+        let (s, _) = RegionStore::open_with_fs(sim, Path::new("/r"), options()).unwrap();
+        assert!(s.memtable_age().expect("the replayed writes") < age);
     }
 
     /// The running flush's pacing stops when the store is told to hurry (a split waits for

@@ -1,8 +1,13 @@
-//! The server's memtable budget (`KuraConfig::memtable_total`, the server's
-//! `--memtable-total-mb`): past it, the regions that write and hold their share of the
-//! memtables flush, so that the memtables of all regions together stay near the budget however
-//! many regions there are, a region that stopped writing included; without one, every region
-//! fills its own memtable up to its own budget.
+//! What flushes a memtable before it reaches its region's budget.
+//!
+//! - The server's memtable budget (`KuraConfig::memtable_total`, the server's
+//!   `--memtable-total-mb`): past it, the regions that write and hold their share of the
+//!   memtables flush, so that the memtables of all regions together stay near the budget
+//!   however many regions there are, a region that stopped writing included; without one,
+//!   every region fills its own memtable up to its own budget.
+//! - Their age (`KuraConfig::memtable_max_age`, `--memtable-max-age-secs`): a memtable whose
+//!   oldest write is older than the limit flushes however little it holds, and an empty one
+//!   never does.
 
 mod common;
 use common::*;
@@ -33,8 +38,13 @@ async fn held(kura: &Kura) -> (u64, u64) {
 /// A server whose regions may hold 64 MiB of memtable each, `regions` regions on two arbiters.
 async fn server(dir: &std::path::Path, memtable_total: usize, regions: u32) -> Kura {
     let mut c = config(dir);
-    c.memtable_budget = 64 << 20;
     c.memtable_total = memtable_total;
+    server_with(c, regions).await
+}
+
+/// A server as `c` says, but with 64 MiB memtables, and its table `t` of `regions` regions.
+async fn server_with(mut c: KuraConfig, regions: u32) -> Kura {
+    c.memtable_budget = 64 << 20;
     let kura = Kura::start(c).await.expect("start");
     kura.create_table(table("t", 16, regions))
         .await
@@ -42,15 +52,17 @@ async fn server(dir: &std::path::Path, memtable_total: usize, regions: u32) -> K
     kura
 }
 
-/// `n` rows, all in region `region` (its index in the table's regions).
-async fn write_to_region(kura: &Kura, region: usize, n: usize) {
+/// `n` rows, all in region `region` (its index in the table's regions); their keys.
+async fn write_to_region(kura: &Kura, region: usize, n: usize) -> Vec<Vec<u8>> {
     let r = &kura.regions("t").await.expect("regions")[region];
     let buckets = r.bucket_start..r.bucket_end;
-    let rows = (0..)
+    let rows: Vec<Vec<u8>> = (0..)
         .map(key)
         .filter(|k| buckets.contains(&kura.bucket_of("t", k).unwrap().get()))
-        .take(n);
-    write_rows(kura, rows).await;
+        .take(n)
+        .collect();
+    write_rows(kura, rows.iter().cloned()).await;
+    rows
 }
 
 #[actix_rt::test]
@@ -111,5 +123,36 @@ async fn a_region_that_stopped_writing_flushes_its_share_of_the_budget() {
         }
     })
     .await;
+    kura.shutdown().await.unwrap();
+}
+
+/// 100 KB into one region of two, with a 300 ms age limit: that region's memtable flushes, not
+/// before its oldest write is 300 ms old, and the region nobody wrote to flushes nothing.
+#[actix_rt::test]
+async fn a_memtable_flushes_once_its_oldest_write_is_past_the_age_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = std::time::Duration::from_millis(300);
+    let mut c = config(dir.path());
+    c.memtable_max_age = Some(limit);
+    let kura = server_with(c, 2).await;
+    let first_write = std::time::Instant::now();
+    let rows = write_to_region(&kura, 0, 100).await;
+    within("the old memtable's flush", async {
+        loop {
+            let regions = kura.regions("t").await.expect("regions");
+            if regions[0].stats.segments > 0 && regions[0].stats.memtable_bytes == 0 {
+                break;
+            }
+            actix_rt::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(first_write.elapsed() >= limit, "flushed before the limit");
+    let regions = kura.regions("t").await.expect("regions");
+    assert_eq!(regions[1].stats.segments, 0, "an empty memtable flushed");
+    for k in [&rows[0], &rows[99]] {
+        let row = kura.get("t", k, &ReadSpec::default()).await.unwrap();
+        assert_eq!(value(&row.expect("row")), &[b'v'; 1000]);
+    }
     kura.shutdown().await.unwrap();
 }
