@@ -3,8 +3,8 @@
 //!
 //! Each region is read page by page ([`ScanLimits`]); only the rows of the current pages are in
 //! memory, never a whole region. The first page asked of each region is sized to its expected
-//! share of the limit (salting spreads rows evenly), later pages double, so a merged scan reads
-//! little more than it returns.
+//! share of the limit and a margin (salting spreads rows evenly, [`first_page`]), later pages
+//! double, so a merged scan reads little more than it returns.
 //!
 //! # Invariants
 //! 1. Rows come out in global key order (descending for reversed scans), each at most once.
@@ -81,6 +81,22 @@ impl Stream {
     }
 }
 
+/// The rows a merged scan that wants `want` asks each of its `regions` regions for first.
+/// Salting spreads rows evenly, so how many of the first `want` rows one region holds is
+/// binomial (mean `want / regions`): the mean plus three standard deviations and one row
+/// leaves a region short, and its stream to be asked again, in about one scan in a hundred or
+/// fewer at 8 regions (and limit 10 to 1,000), while a 10-row scan over 8 regions reads 48
+/// rows, not the 72 of a flat margin of eight rows a region.
+fn first_page(want: usize, regions: usize) -> usize {
+    let p = 1.0 / regions.max(1) as f64;
+    let w = want as f64;
+    let bound = w * p + 3.0 * (w * p * (1.0 - p)).sqrt();
+    // `as` saturates: an unbounded `want` asks for all.
+    (bound.ceil() as usize)
+        .saturating_add(1)
+        .clamp(1, want.max(1))
+}
+
 fn row_bytes(r: &Row) -> usize {
     r.key.len()
         + r.cells
@@ -108,12 +124,7 @@ impl MergedScan<'_> {
             Some(b) => self.route.region_for(b).cloned().into_iter().collect(),
             None => self.route.regions.clone(),
         };
-        let share = |n: usize| {
-            (want / n.max(1))
-                .saturating_add(want / (4 * n.max(1)))
-                .saturating_add(8)
-        };
-        let first_page = share(regions.len()).min(want).max(1);
+        let first_page = first_page(want, regions.len());
         let mut streams: Vec<Stream> = regions
             .into_iter()
             .map(|region| Stream {
@@ -133,13 +144,14 @@ impl MergedScan<'_> {
         // Refill only when a stream ran dry: every pick must see the head of every live stream.
         let mut need_refill = true;
         loop {
-            if need_refill {
-                let remaining = (want - out.len()).max(1);
-                self.refill(&mut streams, remaining, &mut waiting_since, pin)
-                    .await?;
-            }
+            // A full page ends the scan before any refill: the stream the last pick emptied
+            // is not asked again for rows nobody wants (a one-row scan asks each region once).
             if out.len() >= want || (bytes >= self.page.max_bytes && !out.is_empty()) {
                 break;
+            }
+            if need_refill {
+                self.refill(&mut streams, want - out.len(), &mut waiting_since, pin)
+                    .await?;
             }
             let best = streams
                 .iter()

@@ -174,3 +174,30 @@ async fn multi_get_answers_in_request_order() {
     assert!(activity.iter().map(|a| a.0).sum::<u64>() >= 5);
     kura.shutdown().await.expect("shutdown");
 }
+
+/// The reads the regions of table `t` have served.
+async fn region_reads(kura: &Kura) -> u64 {
+    let regions = kura.regions("t").await.expect("regions");
+    regions.iter().map(|r| r.stats.reads).sum()
+}
+
+#[actix_rt::test]
+async fn a_scan_that_fills_its_limit_asks_no_region_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kura = loaded(dir.path(), 1000).await;
+    for limit in [1, 10] {
+        let before = region_reads(&kura).await;
+        let req = ScanRequest {
+            spec: ScanSpec::all(),
+            limit: Some(limit),
+            page: ScanLimits::default(),
+        };
+        let got = kura.scan("t", req).await.expect("scan");
+        let keys: Vec<Vec<u8>> = got.rows.iter().map(|r| r.key.clone()).collect();
+        let mut all: Vec<Vec<u8>> = (0..1000).map(key).collect();
+        all.sort();
+        assert_eq!(keys, all[..limit], "the first {limit} rows");
+        assert_eq!(region_reads(&kura).await - before, 8, "one read per region");
+    }
+    kura.shutdown().await.expect("shutdown");
+}
