@@ -23,10 +23,10 @@
 # completed write, the load's p99.9, the largest RssAnon against twice the memtable budget per
 # region of the loaded table plus 256 MB, and GETs/s right after the load and once its
 # compactions are done against GETs/s on 10,000 rows (the mean of the reads before and after,
-# both printed). Per-second charts: DIR/load/chart.svg, DIR/read/chart.svg and
-# DIR/settled/chart.svg. Needs about twice N x B of free disk under DIR while it runs (the data
-# directory is removed at the end). Exit 2 when a run could not be made, 1 when a target was
-# missed.
+# both printed), and the segments per region as the read right after the load ended.
+# Per-second charts: DIR/load/chart.svg, DIR/read/chart.svg and DIR/settled/chart.svg. Needs
+# about twice N x B of free disk under DIR while it runs (the data directory is removed at the
+# end). Exit 2 when a run could not be made, 1 when a target was missed.
 set -euo pipefail
 
 rows=4000000
@@ -154,7 +154,8 @@ timeline = load["timeline"]
 zero = sum(1 for t in timeline[:-1] if t["ops"] == 0)
 p999 = load["latency"]["p999_us"] / 1000
 rss = max((int(l) for l in open(f"{out}/rss_kb.txt") if l.strip()), default=0) / 1024
-regions = len(json.load(open(f"{out}/regions.json"))["regions"])
+region_stats = json.load(open(f"{out}/regions.json"))["regions"]
+regions = len(region_stats)
 bound = 2 * memtable_mb * regions + 256
 ratio = read["ok_throughput"] / small
 ratio_settled = settled["ok_throughput"] / small
@@ -170,6 +171,11 @@ checks = [
 print()
 print(f"{rows:,} rows of {value:,} bytes loaded in {load['elapsed_s']:.0f} s ({load['rows_per_s'] / 1000:.1f}k rows/s)")
 print(f"GETs on 10,000 rows: {before / 1000:.1f}k before the load, {after / 1000:.1f}k after it (their mean is the baseline)")
+def span(xs):
+    return f"{min(xs)}" if min(xs) == max(xs) else f"{min(xs)}-{max(xs)}"
+segs = span([r["segments"] for r in region_stats])
+shared = span([r["reference_segments"] for r in region_stats])
+print(f"segments per region as the read right after the load ended: {segs} ({shared} of them a split's shared files)")
 print()
 print("| figure | value | target | met |")
 print("|---|---|---|---|")
