@@ -40,7 +40,7 @@ pub fn row_hash(row: &[u8]) -> u64 {
 /// Bits per row both kinds are sized for.
 const BITS_PER_ROW: u64 = 10;
 /// The largest filter written, whatever the row count (32 MiB).
-const MAX_BYTES: u64 = 32 << 20;
+pub(crate) const MAX_BYTES: u64 = 32 << 20;
 /// The most probes a filter may declare; more is a damaged filter.
 const MAX_PROBES: u32 = 32;
 
@@ -65,9 +65,14 @@ impl RowFilter {
     }
 
     pub fn insert(&mut self, row: &[u8]) {
+        self.insert_hash(row_hash(row));
+    }
+
+    /// [`RowFilter::insert`] for a row whose [`row_hash`] is `h`.
+    pub fn insert_hash(&mut self, h: u64) {
         match self {
-            RowFilter::Blocked(f) => f.insert(row_hash(row)),
-            RowFilter::Legacy(f) => f.insert(row_hash(row)),
+            RowFilter::Blocked(f) => f.insert(h),
+            RowFilter::Legacy(f) => f.insert(h),
         }
     }
 

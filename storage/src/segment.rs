@@ -158,6 +158,25 @@ pub(crate) struct SegmentInfo {
     pub file_bytes: u64,
 }
 
+/// A segment's row filter as its rows come: their hashes held until [`SegmentWriter::finish`]
+/// sizes the filter by their count (RocksDB's full-filter builders do the same), so a
+/// segment's filter is 10 bits per row it holds, not per cell, nor per row of its inputs
+/// that a compaction dropped. Past [`HELD_HASHES`] rows (the bytes of the largest filter),
+/// the filter is built at once, sized by the writer's upper bound.
+enum FilterBuild {
+    Held {
+        hashes: Vec<u64>,
+        /// Held at most (`HELD_HASHES`; tests lower it).
+        limit: usize,
+        upper_bound: u64,
+    },
+    Built(RowFilter),
+}
+
+/// Row hashes a writer holds before it builds its filter: as many bytes as the largest filter
+/// (32 MiB), so that holding them costs no more than the filter would.
+const HELD_HASHES: usize = (crate::row_filter::MAX_BYTES / 8) as usize;
+
 /// Writes one segment file. The caller renames it into place after [`SegmentWriter::finish`].
 pub(crate) struct SegmentWriter {
     file: Box<dyn WritableFile>,
@@ -172,7 +191,7 @@ pub(crate) struct SegmentWriter {
     max_seq: u64,
     /// The format version written: [`FORMAT_VERSION`] (tests also write version 1).
     version: u8,
-    filter: RowFilter,
+    filter: FilterBuild,
     /// Bytes written since the last sync.
     unsynced: u64,
     /// Bytes written in all.
@@ -181,7 +200,8 @@ pub(crate) struct SegmentWriter {
 }
 
 impl SegmentWriter {
-    /// Create the file; `expected_rows` (an upper bound is fine) sizes the row filter.
+    /// Create the file. The row filter is sized by the rows written ([`FilterBuild`]), or
+    /// by `expected_rows` (an upper bound) past the hashes a writer holds.
     pub(crate) fn create(
         fs: &dyn FileSystem,
         path: &Path,
@@ -198,12 +218,6 @@ impl SegmentWriter {
         expected_rows: u64,
         version: u8,
     ) -> Result<SegmentWriter> {
-        let filter = if version == FORMAT_VERSION {
-            RowFilter::blocked(expected_rows)
-        } else {
-            RowFilter::legacy(expected_rows)
-        };
-        debug_assert!(filter_fits_version(&filter, version));
         let file = fs.create(path).map_err(|e| Error::io(path, e))?;
         let mut out = Vec::with_capacity(WRITE_CHUNK + BLOCK_SIZE * 2);
         out.extend_from_slice(&header(version));
@@ -222,15 +236,50 @@ impl SegmentWriter {
             entries: 0,
             max_seq: 0,
             version,
-            filter,
+            filter: FilterBuild::Held {
+                hashes: Vec::new(),
+                limit: HELD_HASHES,
+                upper_bound: expected_rows,
+            },
         })
+    }
+
+    /// An empty filter of this writer's version, sized for `rows` rows.
+    fn new_filter(&self, rows: u64) -> RowFilter {
+        let filter = if self.version == FORMAT_VERSION {
+            RowFilter::blocked(rows)
+        } else {
+            RowFilter::legacy(rows)
+        };
+        debug_assert!(filter_fits_version(&filter, self.version));
+        filter
+    }
+
+    /// Add a row's hash to the filter being made (see [`FilterBuild`]).
+    fn filter_row(&mut self, h: u64) {
+        match &mut self.filter {
+            FilterBuild::Built(f) => f.insert_hash(h),
+            FilterBuild::Held { hashes, limit, .. } if hashes.len() < *limit => hashes.push(h),
+            FilterBuild::Held {
+                hashes,
+                upper_bound,
+                ..
+            } => {
+                let hashes = std::mem::take(hashes);
+                let rows = (*upper_bound).max(hashes.len() as u64 + 1);
+                let mut f = self.new_filter(rows);
+                hashes.into_iter().for_each(|h| f.insert_hash(h));
+                f.insert_hash(h);
+                self.filter = FilterBuild::Built(f);
+            }
+        }
     }
 
     /// Add the next entry (in key order).
     pub(crate) fn add(&mut self, e: &Entry<'_>) -> Result<()> {
         encode_entry(e, &mut self.block);
         if self.last_row.as_slice() != e.row || self.entries == 0 {
-            self.filter.insert(e.row);
+            self.filter_row(crate::row_filter::row_hash(e.row));
             self.last_row.clear();
             self.last_row.extend_from_slice(e.row);
         }
@@ -299,7 +348,16 @@ impl SegmentWriter {
     /// Write the last block, the index and the footer, and fsync the file.
     pub(crate) fn finish(mut self) -> Result<SegmentInfo> {
         self.end_block()?;
-        let filter = self.filter.to_bytes();
+        let filter =
+            match std::mem::replace(&mut self.filter, FilterBuild::Built(RowFilter::blocked(0))) {
+                FilterBuild::Built(f) => f,
+                FilterBuild::Held { hashes, .. } => {
+                    let mut f = self.new_filter(hashes.len() as u64);
+                    hashes.into_iter().for_each(|h| f.insert_hash(h));
+                    f
+                }
+            };
+        let filter = filter.to_bytes();
         let filter_crc = crc32fast::hash(&filter);
         self.out.extend_from_slice(&filter);
         let index_offset = self.offset + filter.len() as u64;
@@ -1202,6 +1260,44 @@ mod tests {
             false_positives < 50,
             "{false_positives} false positives of 1000"
         );
+    }
+
+    /// `rows` rows of `cells` cells each, the filter's size bound set to every cell (as a
+    /// flush passes its memtable's entries) and at most `held` row hashes held: the bytes of
+    /// its filter, which every row passes.
+    fn wide_rows(rows: u32, cells: u32, held: usize) -> usize {
+        let fs = SimFs::new();
+        let path = Path::new("/s/wide.seg");
+        let mut w = SegmentWriter::create(&fs, path, (rows * cells) as u64).unwrap();
+        if let FilterBuild::Held { limit, .. } = &mut w.filter {
+            *limit = held;
+        }
+        let keys: Vec<Vec<u8>> = (0..rows).map(|i| format!("k{i:05}").into_bytes()).collect();
+        for r in &keys {
+            for c in 0..cells {
+                let q = format!("q{c:03}").into_bytes();
+                w.add(&Entry {
+                    row: r,
+                    qualifier: Some(&q),
+                    ..put(b"", 1, b"v")
+                })
+                .unwrap();
+            }
+        }
+        w.finish().unwrap();
+        let seg = Segment::open(&fs, path, 1).unwrap();
+        filter_answers(&seg, &keys);
+        seg.file.filter.to_bytes().len()
+    }
+
+    /// A segment of 1,000 rows of 10 cells gets the filter of 1,000 rows, not of the 10,000
+    /// cells its writer was told to expect; one with more rows than a writer holds hashes for
+    /// falls back to the bound it was given. Every row passes either filter.
+    #[test]
+    fn a_segments_filter_is_sized_by_its_rows_not_its_cells() {
+        let for_rows = |n: u64| RowFilter::blocked(n).to_bytes().len();
+        assert_eq!(wide_rows(1000, 10, HELD_HASHES), for_rows(1000));
+        assert_eq!(wide_rows(1000, 10, 100), for_rows(10_000));
     }
 
     #[test]
