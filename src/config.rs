@@ -120,7 +120,8 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub sync_interval_ms: u64,
 
-    /// In `sync` durability, fsync each region's log on a thread of its own, so that the
+    /// In `sync` durability, fsync each region's log on a log-sync thread (one per region up
+    /// to 16, or two per core on a larger machine; past that, regions share them), so that the
     /// region's thread goes on serving during the fsync. Default: on with `--thread-per-core`
     /// (the region's thread is an HTTP worker, which must not sit in an fsync), off without it
     /// (an extra thread wake-up per commit costs throughput where an fsync is short).

@@ -1,5 +1,5 @@
 //! Background work of the regions: flushes, compactions and freeing flushed memtables; and
-//! each region's log-sync thread ([`Syncer`]).
+//! the server's log-sync threads ([`SyncPool`]).
 //!
 //! Each job runs on a thread of its own (they are rare: one per flush, compaction or split); a
 //! flush or a compaction at a lower CPU priority (nice 10), as RocksDB's
@@ -246,34 +246,81 @@ pub(crate) fn run_at<T: Send + 'static>(
     }
 }
 
-/// A region's log-sync thread: runs the fsyncs of its `sync`-durability batches
-/// ([`kura_storage::RegionStore::write_batch_deferred`]) one after the other, at normal
-/// priority (a write's latency is the fsync's), so that the region's arbiter serves other
-/// requests while the disk works. The thread ends when the `Syncer` is dropped.
-pub(crate) struct Syncer {
+/// The server's log-sync threads: they run the fsyncs of the regions' `sync`-durability
+/// batches ([`kura_storage::RegionStore::write_batch_deferred`]) at normal priority (a
+/// write's latency is the fsync's), so that the regions' arbiters serve other requests while
+/// the disk works. Each region gets a thread of its own ([`SyncPool::lane`]) up to the pool's
+/// bound; past it, regions share the threads in turn, as HBase's WAL syncers are a fixed
+/// number, so the threads do not grow with the regions a large table splits into. A thread
+/// ends once the pool and every lane to it are dropped.
+pub(crate) struct SyncPool {
+    /// Threads started so far, in the order they were; at most `max`.
+    lanes: parking_lot::Mutex<Vec<std::sync::mpsc::Sender<SyncJob>>>,
+    max: usize,
+    /// Lanes handed out (the next shared lane is this modulo the threads).
+    handed: std::sync::atomic::AtomicUsize,
+    /// This pool's number, in its threads' names (`kura-sync-{pool}.{i}`).
+    pool: u32,
+}
+
+/// One region's way to the pool's threads: its fsyncs run one after the other on one thread.
+pub(crate) struct SyncLane {
     tx: std::sync::mpsc::Sender<SyncJob>,
 }
 
 type SyncDone = (LogSync, kura_storage::Result<Duration>);
 type SyncJob = (LogSync, tokio::sync::oneshot::Sender<SyncDone>);
 
-impl Syncer {
-    /// Start the thread `kura-sync-{region}`.
-    pub(crate) fn start(region: crate::RegionId) -> std::io::Result<Syncer> {
-        let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
-        std::thread::Builder::new()
-            .name(format!("kura-sync-{region}"))
-            .spawn(move || {
-                while let Ok((sync, done)) = rx.recv() {
-                    let took = sync.run();
-                    let _ = done.send((sync, took));
-                }
-            })?;
-        Ok(Syncer { tx })
+/// Numbers the pools, to name their threads apart (tests count them).
+static POOLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+impl SyncPool {
+    /// A pool of at most `max` threads (one at least), started as regions ask for lanes.
+    pub(crate) fn new(max: usize) -> SyncPool {
+        SyncPool {
+            lanes: parking_lot::Mutex::new(Vec::new()),
+            max: max.max(1),
+            handed: std::sync::atomic::AtomicUsize::new(0),
+            pool: POOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
-    /// Run `sync` on the thread; resolves to it and its outcome. If the thread is gone, the
-    /// fsync runs right here instead.
+    /// A lane for the next region: a thread of its own while the pool is under its bound,
+    /// else the threads in turn. `None` if no thread could be started at all (the region then
+    /// fsyncs on its arbiter).
+    pub(crate) fn lane(&self) -> Option<SyncLane> {
+        let handed = self
+            .handed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut lanes = self.lanes.lock();
+        if lanes.len() < self.max {
+            let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
+            let started = std::thread::Builder::new()
+                .name(format!("kura-sync-{}.{}", self.pool, lanes.len()))
+                .spawn(move || {
+                    while let Ok((sync, done)) = rx.recv() {
+                        let took = sync.run();
+                        let _ = done.send((sync, took));
+                    }
+                });
+            match started {
+                Ok(_) => {
+                    lanes.push(tx.clone());
+                    return Some(SyncLane { tx });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start a log-sync thread; sharing one");
+                }
+            }
+        }
+        let tx = lanes.get(handed % lanes.len().max(1))?.clone();
+        Some(SyncLane { tx })
+    }
+}
+
+impl SyncLane {
+    /// Run `sync` on the lane's thread; resolves to it and its outcome. If the thread is gone,
+    /// the fsync runs right here instead.
     pub(crate) fn sync(
         &self,
         sync: LogSync,
@@ -288,6 +335,13 @@ impl Syncer {
                 .map_err(|_| ActorError::Internal("the log-sync thread ended early".into()))
         }
     }
+}
+
+/// The most log-sync threads a server starts: a thread per region up to 16 regions (a disk
+/// runs several fsyncs at once, and a region never has more than one in flight), or two per
+/// core on a larger machine.
+pub(crate) fn sync_threads() -> usize {
+    std::thread::available_parallelism().map_or(16, |n| (2 * n.get()).max(16))
 }
 
 /// Free `value` on a low-priority thread (a flushed memtable takes a while to free, the
@@ -337,6 +391,53 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("panicked"), "{err}");
+    }
+
+    /// How many of this process's threads have a name that starts with `prefix`.
+    #[cfg(target_os = "linux")]
+    fn threads_named(prefix: &str) -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with(prefix))
+            .count()
+    }
+
+    /// The fsyncs of 20 regions' batches, all in flight at once, run on the pool's two
+    /// threads: the threads do not grow with the regions, and every fsync answers.
+    #[cfg(target_os = "linux")]
+    #[actix_rt::test]
+    async fn a_pool_of_two_sync_threads_fsyncs_the_batches_of_twenty_regions() {
+        use kura_storage::model::*;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = SyncPool::new(2);
+        let mut stores = Vec::new();
+        let mut jobs = Vec::new();
+        for r in 0..20 {
+            let opts = kura_storage::StoreOptions::new(vec![FamilyDescriptor::new("f")]);
+            let (mut store, _) =
+                kura_storage::RegionStore::open(&dir.path().join(r.to_string()), opts).unwrap();
+            let put = RowMutation {
+                row: b"row".to_vec(),
+                mutations: vec![Mutation::Put {
+                    family: b"f".to_vec(),
+                    qualifier: b"q".to_vec(),
+                    timestamp: None,
+                    value: vec![r as u8],
+                }],
+            };
+            let (results, sync) = store.write_batch_deferred(vec![WriteOp::Mutate(put)]);
+            assert!(results.iter().all(|r| r.is_ok()));
+            let lane = pool.lane().expect("a lane");
+            jobs.push(lane.sync(sync.expect("a deferred fsync")));
+            stores.push(store);
+        }
+        assert_eq!(threads_named(&format!("kura-sync-{}.", pool.pool)), 2);
+        for (store, job) in stores.iter_mut().zip(jobs) {
+            let (sync, took) = job.await.unwrap();
+            store.finish_sync(sync, took).unwrap();
+        }
+        drop(pool);
     }
 
     #[test]

@@ -59,9 +59,9 @@ pub struct KuraConfig {
     /// Client requests a region may have in flight (queued or being served); past it a request
     /// answers `Overloaded` at once (the server's `--region-in-flight`).
     pub in_flight_limit: usize,
-    /// In `sync` durability, fsync each region's log on a thread of its own, so that the region
-    /// serves reads of other rows during the fsync (reads of the rows being written wait for
-    /// it). Off by default: on a machine whose fsync takes a fraction of a millisecond it costs
+    /// In `sync` durability, fsync the regions' logs on the server's log-sync threads (one per
+    /// region up to 16, or two per core on a larger machine), so that a region serves reads of other rows during the
+    /// fsync (reads of the rows being written wait for it). Off by default: on a machine whose fsync takes a fraction of a millisecond it costs
     /// throughput (more thread wake-ups) for no gain in tail latency; it pays where an fsync
     /// takes milliseconds.
     pub sync_thread: bool,
@@ -201,6 +201,16 @@ impl Reroute {
 
 /// Pin arbiter `i` to the `i`-th CPU this process may run on (wrapping). Best effort: a CPU
 /// that cannot be pinned leaves its arbiter unpinned, with a warning.
+/// The server's log-sync threads, if its writes use them (`sync` durability with
+/// `sync_thread`).
+fn start_sync_pool(config: &KuraConfig) -> Option<Arc<crate::background::SyncPool>> {
+    (config.durability == Durability::Sync && config.sync_thread).then(|| {
+        Arc::new(crate::background::SyncPool::new(
+            crate::background::sync_threads(),
+        ))
+    })
+}
+
 fn pin(arbiters: &[ArbiterHandle]) {
     let Some(cores) = core_affinity::get_core_ids().filter(|c| !c.is_empty()) else {
         tracing::warn!("pin_arbiters: the CPUs of this process are unknown; arbiters not pinned");
@@ -310,13 +320,13 @@ impl Kura {
             idempotency_window: config.idempotency_window,
             split_threshold: config.split_threshold,
             in_flight_limit: config.in_flight_limit,
-            sync_thread: config.sync_thread,
             file_system: config.file_system.clone(),
             compaction_slots: Arc::new(crate::background::CompactionSlots::new(
                 config.background_compactions,
             )),
             memtables: crate::memory::MemtableBudget::new(config.memtable_total),
             memtable_max_age: config.memtable_max_age,
+            sync_pool: start_sync_pool(&config),
         };
         let layout = Layout::new(
             dir,

@@ -27,9 +27,9 @@
 //! batch.
 //!
 //! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
-//! the arbiter: the batch is applied and written to the log, then fsynced on the region's sync
-//! thread (`background::Syncer`) while the arbiter goes on serving the region (and the
-//! other regions on its thread). The batch stays *in flight* until the fsync returns; only then
+//! the arbiter: the batch is applied and written to the log, then fsynced on one of the
+//! server's log-sync threads (`background::SyncPool`) while the arbiter goes on serving the
+//! region (and the other regions on its thread). The batch stays *in flight* until the fsync returns; only then
 //! are its writers answered and the next batch (everything that queued meanwhile) committed. A
 //! read that touches a row of the in-flight batch is held back until then, so no read ever sees
 //! a write that is not durable. Anything that changes what the region owns or holds first
@@ -61,7 +61,7 @@
 //!    right after the job's own continuation, once the store is back
 //!    (`tests/paused_region.rs`).
 
-use crate::background::Syncer;
+use crate::background::{SyncLane, SyncPool};
 use crate::catalog::{RegionId, SaltConfig};
 use crate::error::ActorError;
 use crate::memory::MemtableShare;
@@ -101,7 +101,6 @@ pub(crate) struct RegionSettings {
     pub idempotency_window: Duration,
     pub split_threshold: Option<u64>,
     pub in_flight_limit: usize,
-    pub sync_thread: bool,
     pub file_system: Option<Arc<dyn kura_storage::FileSystem>>,
     /// The server's compaction pool, shared by all its regions.
     pub compaction_slots: Arc<crate::background::CompactionSlots>,
@@ -110,6 +109,9 @@ pub(crate) struct RegionSettings {
     /// Flush a memtable once its oldest write is this old, however little it holds (`None`:
     /// never); see `RegionActor::memtable_too_old`.
     pub memtable_max_age: Option<Duration>,
+    /// The server's log-sync threads, with `sync` durability and `KuraConfig::sync_thread`;
+    /// `None`: a region fsyncs on its arbiter.
+    pub sync_pool: Option<Arc<SyncPool>>,
 }
 
 /// Everything needed to start a region actor.
@@ -214,8 +216,9 @@ pub struct RegionActor {
     in_flight: Option<InFlight>,
     held_reads: Vec<Read>,
     sync_gen: u64,
-    /// Started with the region in `sync` durability; `None`: fsync on the arbiter.
-    syncer: Option<Syncer>,
+    /// The server's log-sync threads, in `sync` durability with `KuraConfig::sync_thread`;
+    /// `None`: fsync on the arbiter.
+    syncer: Option<SyncLane>,
     /// The store is on another thread for a job (`with_store_off_thread`); one of this actor's
     /// spawned futures may still complete right after (invariant 6).
     store_away: bool,
@@ -267,13 +270,7 @@ impl RegionActor {
                 split_after_flush: None,
                 memtables,
             };
-            if act.settings.durability == Durability::Sync && act.settings.sync_thread {
-                act.syncer = Syncer::start(act.id)
-                    .inspect_err(|e| {
-                        tracing::warn!(region = act.id.get(), error = %e, "no log-sync thread: fsyncs run on the arbiter");
-                    })
-                    .ok();
-            }
+            act.syncer = act.settings.sync_pool.as_ref().and_then(|p| p.lane());
             act.open(spec.families, spec.existing, ctx);
             act
         })
