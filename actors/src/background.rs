@@ -254,7 +254,7 @@ pub(crate) fn run_at<T: Send + 'static>(
 /// number, so the threads do not grow with the regions a large table splits into. A thread
 /// ends once the pool and every lane to it are dropped.
 pub(crate) struct SyncPool {
-    /// Threads started so far, in the order they were; at most `max`.
+    /// The queues of the threads started so far, in the order they started; at most `max`.
     lanes: parking_lot::Mutex<Vec<std::sync::mpsc::Sender<SyncJob>>>,
     max: usize,
     /// Lanes handed out (the next shared lane is this modulo the threads).

@@ -60,10 +60,11 @@ pub struct KuraConfig {
     /// answers `Overloaded` at once (the server's `--region-in-flight`).
     pub in_flight_limit: usize,
     /// In `sync` durability, fsync the regions' logs on the server's log-sync threads (one per
-    /// region up to 16, or two per core on a larger machine), so that a region serves reads of other rows during the
-    /// fsync (reads of the rows being written wait for it). Off by default: on a machine whose fsync takes a fraction of a millisecond it costs
-    /// throughput (more thread wake-ups) for no gain in tail latency; it pays where an fsync
-    /// takes milliseconds.
+    /// region up to 16, or two per core on a larger machine), so that a region serves reads of
+    /// other rows during the fsync (reads of the rows being written wait for it). Off by
+    /// default: on a machine whose fsync takes a fraction of a millisecond it costs throughput
+    /// (more thread wake-ups) for no gain in tail latency; it pays where an fsync takes
+    /// milliseconds.
     pub sync_thread: bool,
     /// Pin arbiter `i` to CPU `i` (modulo the CPUs this process may use), one region thread
     /// per core as thread-per-core servers do. Unpinned, the kernel's wake-affine scheduling
@@ -199,8 +200,6 @@ impl Reroute {
     }
 }
 
-/// Pin arbiter `i` to the `i`-th CPU this process may run on (wrapping). Best effort: a CPU
-/// that cannot be pinned leaves its arbiter unpinned, with a warning.
 /// The server's log-sync threads, if its writes use them (`sync` durability with
 /// `sync_thread`).
 fn start_sync_pool(config: &KuraConfig) -> Option<Arc<crate::background::SyncPool>> {
@@ -211,6 +210,8 @@ fn start_sync_pool(config: &KuraConfig) -> Option<Arc<crate::background::SyncPoo
     })
 }
 
+/// Pin arbiter `i` to the `i`-th CPU this process may run on (wrapping). Best effort: a CPU
+/// that cannot be pinned leaves its arbiter unpinned, with a warning.
 fn pin(arbiters: &[ArbiterHandle]) {
     let Some(cores) = core_affinity::get_core_ids().filter(|c| !c.is_empty()) else {
         tracing::warn!("pin_arbiters: the CPUs of this process are unknown; arbiters not pinned");

@@ -29,12 +29,12 @@
 //! With a sync thread (`KuraConfig::sync_thread`, `sync` durability) the fsync does not block
 //! the arbiter: the batch is applied and written to the log, then fsynced on one of the
 //! server's log-sync threads (`background::SyncPool`) while the arbiter goes on serving the
-//! region (and the other regions on its thread). The batch stays *in flight* until the fsync returns; only then
-//! are its writers answered and the next batch (everything that queued meanwhile) committed. A
-//! read that touches a row of the in-flight batch is held back until then, so no read ever sees
-//! a write that is not durable. Anything that changes what the region owns or holds first
-//! *settles*: it fsyncs the in-flight batch on the arbiter, answers it, and commits the queue
-//! synchronously.
+//! region (and the other regions on its thread). The batch stays *in flight* until the fsync
+//! returns; only then are its writers answered and the next batch (everything that queued
+//! meanwhile) committed. A read that touches a row of the in-flight batch is held back until
+//! then, so no read ever sees a write that is not durable. Anything that changes what the
+//! region owns or holds first *settles*: it fsyncs the in-flight batch on the arbiter, answers
+//! it, and commits the queue synchronously.
 //!
 //! # Invariants
 //! 1. Writes are answered only after they are durable to the durability mode (`write_batch`
@@ -216,8 +216,8 @@ pub struct RegionActor {
     in_flight: Option<InFlight>,
     held_reads: Vec<Read>,
     sync_gen: u64,
-    /// The server's log-sync threads, in `sync` durability with `KuraConfig::sync_thread`;
-    /// `None`: fsync on the arbiter.
+    /// This region's lane to the server's log-sync threads, in `sync` durability with
+    /// `KuraConfig::sync_thread`; `None`: fsync on the arbiter.
     syncer: Option<SyncLane>,
     /// The store is on another thread for a job (`with_store_off_thread`); one of this actor's
     /// spawned futures may still complete right after (invariant 6).
