@@ -255,6 +255,13 @@ impl SegmentWriter {
         filter
     }
 
+    /// The filter of `hashes`, sized for `rows` rows (at least their number).
+    fn filter_of(&self, hashes: Vec<u64>, rows: u64) -> RowFilter {
+        let mut f = self.new_filter(rows.max(hashes.len() as u64));
+        hashes.into_iter().for_each(|h| f.insert_hash(h));
+        f
+    }
+
     /// Add a row's hash to the filter being made (see [`FilterBuild`]).
     fn filter_row(&mut self, h: u64) {
         match &mut self.filter {
@@ -265,12 +272,9 @@ impl SegmentWriter {
                 upper_bound,
                 ..
             } => {
-                let hashes = std::mem::take(hashes);
-                let rows = (*upper_bound).max(hashes.len() as u64 + 1);
-                let mut f = self.new_filter(rows);
-                hashes.into_iter().for_each(|h| f.insert_hash(h));
-                f.insert_hash(h);
-                self.filter = FilterBuild::Built(f);
+                let (mut hashes, rows) = (std::mem::take(hashes), *upper_bound);
+                hashes.push(h);
+                self.filter = FilterBuild::Built(self.filter_of(hashes, rows));
             }
         }
     }
@@ -348,16 +352,13 @@ impl SegmentWriter {
     /// Write the last block, the index and the footer, and fsync the file.
     pub(crate) fn finish(mut self) -> Result<SegmentInfo> {
         self.end_block()?;
-        let filter =
-            match std::mem::replace(&mut self.filter, FilterBuild::Built(RowFilter::blocked(0))) {
-                FilterBuild::Built(f) => f,
-                FilterBuild::Held { hashes, .. } => {
-                    let mut f = self.new_filter(hashes.len() as u64);
-                    hashes.into_iter().for_each(|h| f.insert_hash(h));
-                    f
-                }
-            };
-        let filter = filter.to_bytes();
+        let filter = match &mut self.filter {
+            FilterBuild::Built(f) => f.to_bytes(),
+            FilterBuild::Held { hashes, .. } => {
+                let hashes = std::mem::take(hashes);
+                self.filter_of(hashes, 0).to_bytes()
+            }
+        };
         let filter_crc = crc32fast::hash(&filter);
         self.out.extend_from_slice(&filter);
         let index_offset = self.offset + filter.len() as u64;

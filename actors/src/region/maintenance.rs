@@ -46,14 +46,24 @@ impl Handler<Compact> for RegionActor {
     }
 }
 
-/// How often a region looks at its memtable's age: a tenth of the limit, between 10 ms and
-/// 10 s (HBase's periodic flusher wakes every 10 s), so a memtable flushes at most a tenth
-/// (and its jitter) past the limit.
-pub(super) fn age_check_period(max_age: Duration) -> Duration {
-    (max_age / 10).clamp(Duration::from_millis(10), Duration::from_secs(10))
-}
-
 impl RegionActor {
+    /// How often a region that may not write looks whether it should flush: every
+    /// [`crate::memory::IDLE_CHECK`] under a server's memtable budget, and every tenth of the
+    /// memtable age limit, between 10 ms and 10 s (HBase's periodic flusher wakes every 10
+    /// s), so that an old memtable flushes at most a tenth (and its jitter) past the limit;
+    /// the shorter of the two. `None`: neither applies.
+    pub(super) fn idle_check_period(&self) -> Option<Duration> {
+        let budget = self
+            .memtables
+            .budgeted()
+            .then_some(crate::memory::IDLE_CHECK);
+        let age = self
+            .settings
+            .memtable_max_age
+            .map(|max| (max / 10).clamp(Duration::from_millis(10), Duration::from_secs(10)));
+        budget.into_iter().chain(age).min()
+    }
+
     /// Once the memtable is full (or the server's memtables together are past their budget and
     /// this one holds its share of it, `memory.rs`, or its oldest write is older than the
     /// server's limit, [`RegionActor::memtable_too_old`]), freeze it and write it to a segment on a

@@ -448,17 +448,11 @@ impl Actor for RegionActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         // A region that stopped writing still flushes for the server's memtable budget if it
-        // holds its share of it: the writers alone may all hold less (memory.rs).
-        if self.memtables.budgeted() {
-            ctx.run_interval(crate::memory::IDLE_CHECK, |act, ctx| {
-                if act.memtables.over() {
-                    act.maybe_flush(ctx, true);
-                }
-            });
-        }
-        if let Some(max) = self.settings.memtable_max_age {
-            ctx.run_interval(maintenance::age_check_period(max), |act, ctx| {
-                if act.memtable_too_old() {
+        // holds its share of it (the writers alone may all hold less, memory.rs), and once its
+        // memtable is too old: it looks without a write of its own.
+        if let Some(period) = self.idle_check_period() {
+            ctx.run_interval(period, |act, ctx| {
+                if act.memtables.over() || act.memtable_too_old() {
                     act.maybe_flush(ctx, true);
                 }
             });
