@@ -5,7 +5,8 @@
 #   benches/load_4gb.sh [--rows N] [--value-size B] [--read-secs S] [--out DIR] [--no-build]
 #                       [--kura BIN]
 #
-# (`--kura` measures another build of the server, for A/B runs; kura-load is this tree's.)
+# (`--kura` measures another build of the server, for A/B runs; kura-load is this tree's. A
+# wrapper script given there should `exec` the server, whose CPU the reads count.)
 #
 # 1. Starts `kura` on a fresh data directory under DIR (64 MB memtables, the default) and
 #    samples its RssAnon (`/proc/PID/status`: anonymous memory, not the mapped segments) every
@@ -23,7 +24,9 @@
 # completed write, the load's p99.9, the largest RssAnon against twice the memtable budget per
 # region of the loaded table plus 256 MB, and GETs/s right after the load and once its
 # compactions are done against GETs/s on 10,000 rows (the mean of the reads before and after,
-# both printed), and the segments per region as the read right after the load ended.
+# both printed), and the segments per region as the read right after the load ended; then the
+# CPU each read's GETs cost the server, kura-load and the rest of the machine (kura-load's
+# `cpu` figures: kernel threads and other tenants show in the rest).
 # Per-second charts: DIR/load/chart.svg, DIR/read/chart.svg and DIR/settled/chart.svg. Needs
 # about twice N x B of free disk under DIR while it runs (the data directory is removed at the
 # end). Exit 2 when a run could not be made, 1 when a target was missed.
@@ -99,7 +102,7 @@ done
 ) >"$out/rss_kb.txt" &
 sampler_pid=$!
 
-if ! "$load" --target "$addr" --no-baseline -w random-read --rows "$rows" --value-size "$value" \
+if ! "$load" --target "$addr" --server-pid "$server_pid" --no-baseline -w random-read --rows "$rows" --value-size "$value" \
     -d 1s --quiet --out "$out/load" >"$out/load.txt" 2>&1; then
     echo "load_4gb.sh: the load failed (see $out/load.txt)" >&2
     exit 2
@@ -107,7 +110,7 @@ fi
 # One-cell GETs of the loaded rows for $read_secs seconds, reported in $out/$1; $2 names the
 # read in an error.
 read_loaded() {
-    if ! "$load" --target "$addr" --no-baseline --no-load -w random-read --rows "$rows" \
+    if ! "$load" --target "$addr" --server-pid "$server_pid" --no-baseline --no-load -w random-read --rows "$rows" \
         --value-size "$value" -d "${read_secs}s" --quiet --out "$out/$1" >"$out/$1.txt" 2>&1; then
         echo "load_4gb.sh: the read $2 failed (see $out/$1.txt)" >&2
         exit 2
@@ -143,9 +146,11 @@ read_small small-after
 python3 - "$out" "$memtable_mb" "$rows" "$value" <<'EOF'
 import json, sys
 out, memtable_mb, rows, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-def phase(name, which):
+def phase_of(name, which):
     r = json.load(open(f"{out}/{name}/result.json"))
-    return next(p for p in r["phases"] if p["name"] == which)["summary"]
+    return next(p for p in r["phases"] if p["name"] == which)
+def phase(name, which):
+    return phase_of(name, which)["summary"]
 load, read, settled = phase("load", "load"), phase("read", "run"), phase("settled", "run")
 before, after = (phase(n, "run")["ok_throughput"] for n in ("small-before", "small-after"))
 small = (before + after) / 2
@@ -176,6 +181,18 @@ def span(xs):
 segs = span([r["segments"] for r in region_stats])
 shared = span([r["reference_segments"] for r in region_stats])
 print(f"segments per region as the read right after the load ended: {segs} ({shared} of them a split's shared files)")
+# What each GET cost, and what else ran: a read that slowed while the rest of the machine
+# (kernel threads, the writeback of the compactions' files, other tenants) took more CPU per
+# GET was slowed by the machine as much as by the data.
+for name, title in (("small-before", "10,000 rows, before"), ("read", "right after the load"),
+                    ("settled", "once settled"), ("small-after", "10,000 rows, after")):
+    c = phase_of(name, "run").get("cpu") or {}
+    m = c.get("machine") or {}
+    server = f"server {c['server_us']:.1f} µs, " if c.get("server_us") is not None else ""
+    rest = f", the rest {m['others_us']:.1f} µs" if m.get("others_us") is not None else ""
+    busy = f" ({m['busy_cores']:.2f} of {m['cores']} cores busy{rest})" if m else ""
+    if c:
+        print(f"CPU per GET, {title}: {server}kura-load {c['client_us']:.1f} µs{busy}")
 print()
 print("| figure | value | target | met |")
 print("|---|---|---|---|")

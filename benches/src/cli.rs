@@ -182,6 +182,10 @@ pub struct Args {
     /// Start this server binary on a free port with a temporary data dir instead of --target.
     #[arg(long)]
     pub spawn_server: Option<PathBuf>,
+    /// With --target: the process id of the server driven (repeatable, one per server), so
+    /// that each phase reports its CPU per operation as for a spawned server.
+    #[arg(long, conflicts_with = "spawn_server")]
+    pub server_pid: Vec<u32>,
     /// With --spawn-server: how many servers to start (more than one needs
     /// `--spawn-backend bigtable`, where they share one instance).
     #[arg(long, default_value_t = 1)]
@@ -556,15 +560,16 @@ async fn start_servers(args: &Args, arbiters: Option<usize>) -> Result<Option<Fl
     Ok(Some(fleet))
 }
 
-/// The servers to drive: the spawned ones, else `--target`; each answering `/healthz`.
-/// The processes of the servers this run started (none when it drives servers it did not start).
-fn pids_of(fleet: &Option<Fleet>) -> Vec<u32> {
-    fleet
-        .iter()
-        .flat_map(|f| f.servers.iter().map(SpawnedServer::pid))
-        .collect()
+/// The processes of the servers driven, for their CPU per operation: the ones this run started,
+/// else those `--server-pid` names (none by default when it drives servers it did not start).
+fn pids_of(args: &Args, fleet: &Option<Fleet>) -> Vec<u32> {
+    match fleet {
+        Some(f) => f.servers.iter().map(SpawnedServer::pid).collect(),
+        None => args.server_pid.clone(),
+    }
 }
 
+/// The servers to drive: the spawned ones, else `--target`; each answering `/healthz`.
 async fn servers_of(args: &Args, fleet: &Option<Fleet>) -> Result<Vec<String>> {
     let addrs = match fleet {
         Some(f) => f.addrs(),
@@ -604,7 +609,7 @@ async fn single(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
     }
     let mut server = start_servers(args, args.arbiters).await?;
     let addrs = servers_of(args, &server).await?;
-    let pids = pids_of(&server);
+    let pids = pids_of(args, &server);
     let kill = server.as_mut().and_then(|f| f.servers.first_mut());
     let result = run_once(args, &addrs, args.params(nonce), seed, &pids, kill).await?;
     drop(server);
@@ -654,7 +659,7 @@ async fn sweep(args: &Args, seed: u64, nonce: u64) -> Result<bool> {
             a.regions = Some(*regions);
             // A baseline per point: on a shared machine the HTTP ceiling drifts, and a ratio
             // is only honest against a ceiling measured under the same conditions.
-            let pids = pids_of(&server);
+            let pids = pids_of(args, &server);
             let r = run_once(&a, &addrs, a.params(nonce + i as u64), seed, &pids, None).await?;
             let run = r.phases.iter().find(|p| p.name == "run");
             let (tput, p50, p99, errs) = run
@@ -786,6 +791,27 @@ mod tests {
         assert_eq!(a.workload, WorkloadName::RandomRead);
         assert_eq!(a.sweep_regions, vec![1, 4]);
         assert_eq!(a.addrs(), vec!["127.0.0.1:8080"]);
+    }
+
+    #[test]
+    fn a_server_pid_goes_with_a_target_not_a_spawned_server() {
+        let a = Args::try_parse_from([
+            "kura-load",
+            "--target",
+            "127.0.0.1:9000",
+            "--server-pid",
+            "4242",
+        ])
+        .unwrap();
+        assert_eq!(pids_of(&a, &None), vec![4242]);
+        assert!(Args::try_parse_from([
+            "kura-load",
+            "--spawn-server",
+            "target/release/kura",
+            "--server-pid",
+            "4242",
+        ])
+        .is_err());
     }
 
     #[test]

@@ -8,8 +8,14 @@
 //! (`--spawn-server`, the ceiling); a server restarted during the phase (`--kill-after`) is a
 //! new process, and the phase then reports no server figure rather than half of one.
 //!
-//! Source: `/proc/PID/stat` fields 14 and 15 (`utime`, `stime`, in clock ticks; proc(5)).
-//! Linux only: elsewhere every reading is `None`.
+//! The whole machine is read too: how many of its cores were busy during the phase, how much
+//! of that the hypervisor took (steal), and what the other processes and the kernel's own
+//! threads cost per operation (busy time minus the processes above). On a shared machine a
+//! rate that dropped while `others` rose was taken by a neighbour (a kernel thread reclaiming
+//! memory, the writeback of files written earlier, another tenant), not by Kura.
+//!
+//! Sources: `/proc/PID/stat` fields 14 and 15 (`utime`, `stime`, in clock ticks) and the `cpu`
+//! lines of `/proc/stat` (proc(5)). Linux only: elsewhere every reading is `None`.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +27,32 @@ pub struct CpuPerOp {
     pub server_us: Option<f64>,
     /// kura-load itself (every client thread).
     pub client_us: f64,
+    /// The whole machine over the phase; `None` where `/proc/stat` cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineUse>,
+}
+
+/// What the whole machine did during a phase.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MachineUse {
+    /// The machine's cores (the `cpuN` lines of `/proc/stat`).
+    pub cores: u32,
+    /// Mean number of cores busy (user, system, interrupts), every process and kernel thread.
+    pub busy_cores: f64,
+    /// Mean number of cores the hypervisor ran something else on (steal), not counted as busy.
+    pub steal_cores: f64,
+    /// Busy CPU time per operation of everything but kura-load and the servers it knows,
+    /// microseconds (never below 0: the readings are in ticks); `None` without the servers.
+    pub others_us: Option<f64>,
+}
+
+/// The `cpu` line of `/proc/stat`, summed over the cores, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MachineTicks {
+    cores: u32,
+    busy: u64,
+    idle: u64,
+    steal: u64,
 }
 
 /// CPU time of a set of processes and of this one, read at one moment.
@@ -29,6 +61,7 @@ pub struct CpuSample {
     /// Per server PID, seconds of CPU; `None` for a PID that could not be read.
     servers: Vec<(u32, Option<f64>)>,
     client: Option<f64>,
+    machine: Option<MachineTicks>,
 }
 
 impl CpuSample {
@@ -40,6 +73,9 @@ impl CpuSample {
                 .map(|&pid| (pid, process_cpu_secs(pid)))
                 .collect(),
             client: process_cpu_secs(std::process::id()),
+            machine: std::fs::read_to_string("/proc/stat")
+                .ok()
+                .and_then(|t| parse_proc_stat(&t)),
         }
     }
 
@@ -65,11 +101,63 @@ impl CpuSample {
                 .sum::<Option<f64>>()
                 .map(per_op)
         };
+        let machine = match (self.machine, after.machine, clock_ticks_per_second()) {
+            (Some(m0), Some(m1), Some(hz)) => machine_use(m0, m1, hz, ops, server, client),
+            _ => None,
+        };
         Some(CpuPerOp {
             server_us: server,
             client_us: client,
+            machine,
         })
     }
+}
+
+/// The machine's use between two readings, given the known processes' CPU per operation.
+fn machine_use(
+    m0: MachineTicks,
+    m1: MachineTicks,
+    hz: u64,
+    ops: u64,
+    server_us: Option<f64>,
+    client_us: f64,
+) -> Option<MachineUse> {
+    let busy = m1.busy.checked_sub(m0.busy)?;
+    let steal = m1.steal.checked_sub(m0.steal)?;
+    let all = busy + steal + m1.idle.checked_sub(m0.idle)?;
+    if all == 0 || m0.cores != m1.cores {
+        return None;
+    }
+    let cores = f64::from(m1.cores);
+    let busy_us = busy as f64 * 1e6 / hz as f64;
+    Some(MachineUse {
+        cores: m1.cores,
+        busy_cores: busy as f64 / all as f64 * cores,
+        steal_cores: steal as f64 / all as f64 * cores,
+        others_us: server_us.map(|s| (busy_us / ops as f64 - s - client_us).max(0.0)),
+    })
+}
+
+/// The first line of `/proc/stat` (`cpu user nice system idle iowait irq softirq steal ...`,
+/// summed over the cores) and the number of `cpuN` lines. Guest time is part of `user`.
+fn parse_proc_stat(text: &str) -> Option<MachineTicks> {
+    let mut lines = text.lines();
+    let mut f = lines.next()?.split_ascii_whitespace();
+    if f.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = v.try_into().ok()?;
+    let cores = lines
+        .take_while(|l| l.starts_with("cpu"))
+        .filter(|l| l[3..].starts_with(|c: char| c.is_ascii_digit()))
+        .count();
+    Some(MachineTicks {
+        cores: u32::try_from(cores).ok().filter(|&c| c > 0)?,
+        busy: user + nice + system + irq + softirq,
+        idle: idle + iowait,
+        steal,
+    })
 }
 
 /// Seconds of CPU (user + system, all threads) process `pid` has used, from `/proc/PID/stat`.
@@ -142,6 +230,7 @@ mod tests {
         let at = |server: Option<f64>, pid: u32, client: f64| CpuSample {
             servers: vec![(pid, server)],
             client: Some(client),
+            machine: None,
         };
         let r = at(Some(1.0), 7, 2.0)
             .per_op(&at(Some(1.5), 7, 2.25), 50_000)
@@ -165,17 +254,76 @@ mod tests {
         let none = CpuSample {
             servers: vec![],
             client: Some(1.0),
+            machine: None,
         };
         let r = none
             .per_op(
                 &CpuSample {
                     servers: vec![],
                     client: Some(1.1),
+                    machine: None,
                 },
                 1_000,
             )
             .unwrap();
         assert_eq!(r.server_us, None);
         assert!((r.client_us - 100.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn proc_stat_sums_busy_idle_and_steal_and_counts_the_cores() {
+        let text = "cpu  100 5 50 1000 20 3 2 7 40 0\n\
+                    cpu0 50 2 25 500 10 1 1 3 20 0\n\
+                    cpu1 50 3 25 500 10 2 1 4 20 0\n\
+                    intr 12345 0 0\n\
+                    ctxt 999\n";
+        let m = parse_proc_stat(text).unwrap();
+        assert_eq!(m.cores, 2);
+        // Guest time (40) is already part of user (100): not added twice.
+        assert_eq!(m.busy, 100 + 5 + 50 + 3 + 2);
+        assert_eq!(m.idle, 1000 + 20);
+        assert_eq!(m.steal, 7);
+        assert_eq!(parse_proc_stat("intr 1 2 3\n"), None);
+        assert_eq!(parse_proc_stat("cpu 1 2 3\n"), None);
+        assert_eq!(parse_proc_stat("cpu 1 2 3 4 5 6 7 8\n"), None);
+    }
+
+    #[test]
+    fn the_machine_share_leaves_the_known_processes_out_of_others() {
+        let m = |busy, idle, steal| MachineTicks {
+            cores: 2,
+            busy,
+            idle,
+            steal,
+        };
+        // 2 cores for 1 s at 100 Hz: 200 ticks, 150 busy, 10 stolen. 10,000 operations: 150
+        // ticks = 1.5 s = 150 µs per operation, of which the server 100 and kura-load 30.
+        let u = machine_use(
+            m(1000, 5000, 0),
+            m(1150, 5040, 10),
+            100,
+            10_000,
+            Some(100.0),
+            30.0,
+        )
+        .unwrap();
+        assert_eq!(u.cores, 2);
+        assert!((u.busy_cores - 1.5).abs() < 1e-9);
+        assert!((u.steal_cores - 0.1).abs() < 1e-9);
+        assert!((u.others_us.unwrap() - 20.0).abs() < 1e-9);
+        // Without the servers, no figure for the others; ticks never make it negative.
+        let u = machine_use(m(0, 0, 0), m(100, 100, 0), 100, 10_000, None, 30.0).unwrap();
+        assert_eq!(u.others_us, None);
+        let u = machine_use(m(0, 0, 0), m(10, 190, 0), 100, 10_000, Some(50.0), 30.0).unwrap();
+        assert_eq!(u.others_us, Some(0.0));
+        // No time passed, or a counter went backwards: no reading.
+        assert_eq!(
+            machine_use(m(5, 5, 5), m(5, 5, 5), 100, 10, None, 1.0),
+            None
+        );
+        assert_eq!(
+            machine_use(m(9, 5, 5), m(5, 9, 5), 100, 10, None, 1.0),
+            None
+        );
     }
 }

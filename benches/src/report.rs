@@ -309,8 +309,26 @@ pub fn summary_markdown(r: &RunResult) -> String {
                 .server_us
                 .map(|us| format!("server {us:.1} µs, "))
                 .unwrap_or_default();
+            let machine = c
+                .machine
+                .map(|m| {
+                    let others = m
+                        .others_us
+                        .map(|us| format!(", the rest {us:.1} µs"))
+                        .unwrap_or_default();
+                    let steal = if m.steal_cores >= 0.005 {
+                        format!(", {:.2} stolen", m.steal_cores)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        " (machine: {:.2} of {} cores busy{steal}{others})",
+                        m.busy_cores, m.cores
+                    )
+                })
+                .unwrap_or_default();
             Some(format!(
-                "{}: {server}kura-load {:.1} µs",
+                "{}: {server}kura-load {:.1} µs{machine}",
                 p.name, c.client_us
             ))
         })
@@ -318,7 +336,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
     if !cpu.is_empty() {
         let _ = writeln!(
             s,
-            "\nCPU per operation (`/proc/PID/stat`, every thread): {}",
+            "\nCPU per operation (`/proc/PID/stat`, every thread; the machine from `/proc/stat`): {}",
             cpu.join("; ")
         );
     }

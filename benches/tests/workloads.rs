@@ -323,6 +323,9 @@ async fn ran(name: WorkloadName, ops: u64) -> (SpawnedServer, Arc<Workload>, Con
             cpu.server_us.is_some(),
             "the server it started is read by its PID"
         );
+        let machine = cpu.machine.expect("the machine is read from /proc/stat");
+        assert!(machine.cores >= 1 && machine.busy_cores <= f64::from(machine.cores) + 1e-9);
+        assert!(machine.others_us.is_some_and(|us| us >= 0.0));
     }
     (server, workload, conn)
 }
