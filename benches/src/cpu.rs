@@ -10,9 +10,10 @@
 //!
 //! The whole machine is read too: how many of its cores were busy during the phase, how much
 //! of that the hypervisor took (steal), and what the other processes and the kernel's own
-//! threads cost per operation (busy time minus the processes above). On a shared machine a
-//! rate that dropped while `others` rose was taken by a neighbour (a kernel thread reclaiming
-//! memory, the writeback of files written earlier, another tenant), not by Kura.
+//! threads cost per operation (busy time minus the processes above: `others_us`, reported as
+//! *the rest*). On a shared machine a rate that dropped while the rest rose was taken by a
+//! neighbour (a kernel thread reclaiming memory, the writeback of files written earlier,
+//! another tenant), not by Kura.
 //!
 //! Sources: `/proc/PID/stat` fields 14 and 15 (`utime`, `stime`, in clock ticks) and the `cpu`
 //! lines of `/proc/stat` (proc(5)). Linux only: elsewhere every reading is `None`.
