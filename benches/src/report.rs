@@ -207,6 +207,24 @@ fn mode_str(m: &Mode) -> String {
     }
 }
 
+/// The machine's share of a phase, as the CPU line prints it: `" (machine: 1.95 of 2 cores
+/// busy, 0.01 stolen, the rest 0.2 µs)"`; steal under 0.005 cores is left out.
+fn machine_text(m: crate::cpu::MachineUse) -> String {
+    let steal = if m.steal_cores >= 0.005 {
+        format!(", {:.2} stolen", m.steal_cores)
+    } else {
+        String::new()
+    };
+    let rest = m
+        .others_us
+        .map(|us| format!(", the rest {us:.1} µs"))
+        .unwrap_or_default();
+    format!(
+        " (machine: {:.2} of {} cores busy{steal}{rest})",
+        m.busy_cores, m.cores
+    )
+}
+
 /// The markdown summary of a run.
 pub fn summary_markdown(r: &RunResult) -> String {
     let mut s = String::new();
@@ -309,24 +327,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
                 .server_us
                 .map(|us| format!("server {us:.1} µs, "))
                 .unwrap_or_default();
-            let machine = c
-                .machine
-                .map(|m| {
-                    let others = m
-                        .others_us
-                        .map(|us| format!(", the rest {us:.1} µs"))
-                        .unwrap_or_default();
-                    let steal = if m.steal_cores >= 0.005 {
-                        format!(", {:.2} stolen", m.steal_cores)
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        " (machine: {:.2} of {} cores busy{steal}{others})",
-                        m.busy_cores, m.cores
-                    )
-                })
-                .unwrap_or_default();
+            let machine = c.machine.map(machine_text).unwrap_or_default();
             Some(format!(
                 "{}: {server}kura-load {:.1} µs{machine}",
                 p.name, c.client_us
@@ -685,6 +686,26 @@ mod tests {
             server_fsyncs: None,
             cpu: None,
         }
+    }
+
+    #[test]
+    fn the_machine_text_shows_steal_only_when_there_was_some_and_the_rest_when_known() {
+        let m = crate::cpu::MachineUse {
+            cores: 2,
+            busy_cores: 1.954,
+            steal_cores: 0.012,
+            others_us: Some(0.25),
+        };
+        assert_eq!(
+            machine_text(m),
+            " (machine: 1.95 of 2 cores busy, 0.01 stolen, the rest 0.2 µs)"
+        );
+        let quiet = crate::cpu::MachineUse {
+            steal_cores: 0.001,
+            others_us: None,
+            ..m
+        };
+        assert_eq!(machine_text(quiet), " (machine: 1.95 of 2 cores busy)");
     }
 
     #[test]
