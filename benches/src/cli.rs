@@ -3,8 +3,10 @@
 //! One invocation: (optionally start a server) → the ceiling (a trivial actix-web server,
 //! `kura-ceiling`, under the same load) → `/healthz` baseline with the same
 //! connections and bounds → prepare tables → load phase → run phase (closed or open loop;
-//! with `--half-peak` a closed run then an open run at half its throughput) → correctness
-//! check → the `/healthz` baseline and the ceiling again (ratios use the mean of both) →
+//! with `--half-peak` a closed run then an open run at half its throughput) → rounds (the
+//! ceiling, `/healthz` and the run's workload in short slices, in turn: ratios the machine's
+//! drift does not bend) → correctness check → the `/healthz` baseline and the ceiling again
+//! (ratios use the mean of both) →
 //! `result.json`,
 //! `summary.md`, `chart.svg`. `--sweep regions` repeats all of it for each region count (and,
 //! with `--spawn-server`, for each arbiter count).
@@ -99,6 +101,16 @@ pub struct Args {
     /// HTTP stack's own ceiling on this machine (`x ceiling`).
     #[arg(long)]
     pub no_ceiling: bool,
+    /// After the run, measure the trivial server, `/healthz` and the run's workload again in
+    /// this many rounds of `--round-secs` each, one after the other (each round starting with
+    /// the next of the three), and report each round's ratios and their medians: the
+    /// machine's drift within a run then weighs on the three alike. 0 skips them; so do
+    /// `--no-ceiling`, `--rate` and `--kill-after`.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Seconds of each slice of `--rounds`.
+    #[arg(long, default_value_t = 1.0)]
+    pub round_secs: f64,
     /// The `kura-ceiling` binary (default: the one beside `kura-load`; without one, the
     /// ceiling is skipped with a warning).
     #[arg(long, value_name = "PATH")]
@@ -278,6 +290,7 @@ impl Args {
             seed,
             watch: None,
             server_pids: Vec::new(),
+            first_worker: 0,
         }
     }
 }
@@ -388,9 +401,17 @@ pub async fn run_once(
     phases.push(run);
     if args.half_peak {
         let rate = (peak / 2.0).max(1.0);
-        let cfg = phase("half-peak", Mode::Open { rate }, seed ^ 1);
+        let mut cfg = phase("half-peak", Mode::Open { rate }, seed ^ 1);
+        // Workers of their own: the run's went before them with this workload.
+        cfg.first_worker = args.connections;
         phases.push(runner::run_phase(&cfg, workload.clone()).await?);
     }
+    let rounds = match (&ceiling_server, mode, args.kill_after) {
+        (Some(c), Mode::Closed, None) if args.rounds > 0 && baseline.is_some() => {
+            Some(interleave(args, c, &phase, seed, workload.clone()).await?)
+        }
+        _ => None,
+    };
     let mut check_conns = addrs
         .iter()
         .map(|a| crate::client::Conn::new(a, args.timeout))
@@ -460,8 +481,68 @@ pub async fn run_once(
         ratios,
         disk,
         crash,
+        rounds,
         verification,
         passed,
+    })
+}
+
+/// The slices of `--rounds`: the trivial server `c`, `/healthz` and `workload` on the servers
+/// of `phase`, `args.round_secs` each, in turn; round `i` starts with the `i`-th of the three
+/// (so that none is always measured first, right after the same neighbour).
+async fn interleave(
+    args: &Args,
+    c: &CeilingServer,
+    phase: &dyn Fn(&str, Mode, u64) -> PhaseConfig,
+    seed: u64,
+    workload: Arc<Workload>,
+) -> Result<report::Rounds> {
+    if !(args.round_secs.is_finite() && args.round_secs > 0.0) {
+        return Err(LoadError::Args(
+            "--round-secs must be a positive number".into(),
+        ));
+    }
+    let slice = |mut cfg: PhaseConfig| {
+        cfg.duration = Some(Duration::from_secs_f64(args.round_secs));
+        cfg.ops = None;
+        cfg.progress = false;
+        cfg
+    };
+    let mut rounds = Vec::with_capacity(args.rounds);
+    for i in 0..args.rounds {
+        let mut rates = [0.0f64; 3];
+        for k in 0..3 {
+            let which = (i + k) % 3;
+            let name = format!("round-{}", i + 1);
+            let (cfg, w) = match which {
+                0 => {
+                    let mut cfg = phase(&name, Mode::Closed, seed);
+                    cfg.addrs = vec![c.addr.clone()];
+                    cfg.server_pids = vec![c.pid()];
+                    (cfg, Arc::new(Workload::Health))
+                }
+                1 => (phase(&name, Mode::Closed, seed), Arc::new(Workload::Health)),
+                _ => {
+                    // Workers of their own: the run's went before them with this workload.
+                    let mut cfg = phase(&name, Mode::Closed, seed);
+                    cfg.first_worker = (i + 2) * args.connections;
+                    (cfg, workload.clone())
+                }
+            };
+            rates[which] = runner::run_phase(&slice(cfg), w)
+                .await?
+                .summary
+                .ok_throughput;
+        }
+        rounds.push(report::Round {
+            ceiling: rates[0],
+            healthz: rates[1],
+            run: rates[2],
+        });
+    }
+    Ok(report::Rounds {
+        secs: args.round_secs,
+        rounds,
     })
 }
 

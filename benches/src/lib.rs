@@ -1,7 +1,8 @@
 //! Kura's HTTP load generator (`kura-load`) and the shared pieces of its benches.
 //!
 //! # Layout
-//! - `cli.rs`: the command line and what one invocation does (baseline → load → run → check).
+//! - `cli.rs`: the command line and what one invocation does (ceiling and baseline → load →
+//!   run → rounds → check).
 //! - `client.rs`: keep-alive HTTP/1.1 client, one connection per worker (hyper 1).
 //! - `runner.rs`: closed-loop and open-loop drivers, the load phase, the progress bar.
 //! - `stats.rs`: HdrHistogram bookkeeping and the per-second timeline.

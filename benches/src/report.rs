@@ -63,6 +63,109 @@ impl Machine {
     }
 }
 
+/// The trivial server, `/healthz` and the run's workload measured again in short slices, in
+/// turn (`--rounds`): the machine's speed drifts by tens of percent within the minute a run's
+/// long phases take, and slices of a second each, alternating, put the same drift on all
+/// three, so each round's ratios compare like with like.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rounds {
+    /// Seconds of each slice.
+    pub secs: f64,
+    /// Each round's successful operations per second, in the order measured.
+    pub rounds: Vec<Round>,
+}
+
+/// One round of [`Rounds`]: successful operations per second of each slice.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    /// The trivial actix-web server.
+    pub ceiling: f64,
+    /// Kura's `/healthz`.
+    pub healthz: f64,
+    /// The run's workload.
+    pub run: f64,
+}
+
+/// The median of `v` (the mean of the middle two for an even count); `None` when empty.
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+impl Rounds {
+    /// Each round's `a / b` (0 where `b` is 0).
+    fn ratios(&self, a: fn(&Round) -> f64, b: fn(&Round) -> f64) -> Vec<f64> {
+        self.rounds
+            .iter()
+            .map(|r| if b(r) > 0.0 { a(r) / b(r) } else { 0.0 })
+            .collect()
+    }
+
+    /// The run's rate over the trivial server's, per round.
+    pub fn run_x_ceiling(&self) -> Vec<f64> {
+        self.ratios(|r| r.run, |r| r.ceiling)
+    }
+
+    /// The run's rate over `/healthz`'s, per round.
+    pub fn run_x_healthz(&self) -> Vec<f64> {
+        self.ratios(|r| r.run, |r| r.healthz)
+    }
+
+    /// `/healthz`'s rate over the trivial server's, per round.
+    pub fn healthz_x_ceiling(&self) -> Vec<f64> {
+        self.ratios(|r| r.healthz, |r| r.ceiling)
+    }
+
+    /// The markdown lines of the rounds: a table of the rounds, then the medians.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\n## rounds: {} slices of {} s each, in turn\n",
+            self.rounds.len() * 3,
+            self.secs
+        );
+        let _ = writeln!(
+            s,
+            "| round | ceiling ops/s | /healthz ops/s | run ops/s | run x ceiling | run x healthz | /healthz x ceiling |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        let (xc, xh, hc) = (
+            self.run_x_ceiling(),
+            self.run_x_healthz(),
+            self.healthz_x_ceiling(),
+        );
+        for (i, r) in self.rounds.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+                i + 1,
+                r.ceiling,
+                r.healthz,
+                r.run,
+                xc[i],
+                xh[i],
+                hc[i]
+            );
+        }
+        let med = |v: &[f64]| median(v).map_or("-".into(), |m| format!("{m:.2}"));
+        let _ = writeln!(
+            s,
+            "\nmedians of the rounds: run x ceiling **{}**, run x healthz **{}**, /healthz x ceiling **{}**",
+            med(&xc),
+            med(&xh),
+            med(&hc)
+        );
+        s
+    }
+}
+
 /// A phase figure relative to the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ratio {
@@ -190,6 +293,9 @@ pub struct RunResult {
     /// The kill -9 and restart of the server during the run (`--kill-after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<CrashReport>,
+    /// The ceiling, `/healthz` and the run again in short alternating slices (`--rounds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<Rounds>,
     /// End-of-run correctness check.
     pub verification: Verification,
     /// No correctness failure.
@@ -340,6 +446,9 @@ pub fn summary_markdown(r: &RunResult) -> String {
             "\nCPU per operation (`/proc/PID/stat`, every thread; the machine from `/proc/stat`): {}",
             cpu.join("; ")
         );
+    }
+    if let Some(rounds) = &r.rounds {
+        s.push_str(&rounds.markdown());
     }
     for p in &r.phases {
         if p.name == "load" {
@@ -793,6 +902,7 @@ mod tests {
             ops: None,
             ratios: vec![Ratio::of(&run, &[&baseline])],
             disk: None,
+            rounds: None,
             ceiling: None,
             ceiling_after: None,
             baseline: Some(baseline),
@@ -812,6 +922,51 @@ mod tests {
             },
             passed: false,
         }
+    }
+
+    #[test]
+    fn a_median_takes_the_middle_value_or_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[f64::NAN, 5.0]), Some(5.0));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn each_round_compares_its_own_slices_and_the_medians_are_printed() {
+        let rounds = Rounds {
+            secs: 1.0,
+            rounds: vec![
+                Round {
+                    ceiling: 100.0,
+                    healthz: 90.0,
+                    run: 60.0,
+                },
+                // The machine slowed by half: the round's ratios do not move.
+                Round {
+                    ceiling: 50.0,
+                    healthz: 45.0,
+                    run: 30.0,
+                },
+                Round {
+                    ceiling: 80.0,
+                    healthz: 0.0,
+                    run: 64.0,
+                },
+            ],
+        };
+        assert_eq!(rounds.run_x_ceiling(), vec![0.6, 0.6, 0.8]);
+        assert_eq!(rounds.healthz_x_ceiling(), vec![0.9, 0.9, 0.0]);
+        // A slice that answered nothing gives 0, not infinity.
+        assert_eq!(rounds.run_x_healthz()[2], 0.0);
+        let md = rounds.markdown();
+        assert!(md.contains("9 slices of 1 s each"), "{md}");
+        assert!(
+            md.contains("| 2 | 50 | 45 | 30 | 0.60 | 0.67 | 0.90 |"),
+            "{md}"
+        );
+        assert!(md.contains("run x ceiling **0.60**"), "{md}");
+        assert!(md.contains("/healthz x ceiling **0.90**"), "{md}");
     }
 
     #[test]

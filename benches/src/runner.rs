@@ -105,6 +105,11 @@ pub struct PhaseConfig {
     /// The local processes serving `addrs`, when kura-load started them: the phase reports
     /// their CPU per operation (and its own); empty when they are not known.
     pub server_pids: Vec<u32>,
+    /// The number of the phase's first worker (its workers are this and the next
+    /// `connections - 1`): a phase that goes on with a workload an earlier phase drove gives
+    /// its workers numbers of their own, as workloads keep per-worker sequences (an append
+    /// workload's tokens) that a second worker of the same number would repeat.
+    pub first_worker: usize,
 }
 
 /// When the server was killed and when the first operation sent after that succeeded.
@@ -274,7 +279,7 @@ pub async fn run_phase(cfg: &PhaseConfig, workload: Arc<Workload>) -> Result<Pha
         let (issued, done, errors, stop) =
             (issued.clone(), done.clone(), errors.clone(), stop.clone());
         let mut conn = worker_conn(&cfg.addrs, cfg.spread, idx, cfg.timeout)?;
-        let mut worker = Worker::new(idx, cfg.seed, dist, keys);
+        let mut worker = Worker::new(cfg.first_worker + idx, cfg.seed, dist, keys);
         let (mode, max_ops) = (cfg.mode, cfg.ops);
         let watch = cfg.watch.clone();
         handles.push(tokio::spawn(async move {
@@ -542,6 +547,7 @@ mod tests {
             seed: 1,
             watch: None,
             server_pids: Vec::new(),
+            first_worker: 0,
         }
     }
 

@@ -129,15 +129,22 @@ fn cargo_build_kura(target_dir: &Path, release: bool) -> bool {
     !locked
 }
 
-/// Run kura-load with `args` against a spawned server; its exit code and result.json.
+/// Run kura-load with `args` against a spawned server, without the baseline and the
+/// ceiling; its exit code and result.json.
 fn kura_load(args: &[&str]) -> (i32, RunResult) {
+    let mut argv = vec!["--no-baseline"];
+    argv.extend_from_slice(args);
+    kura_load_with(&argv)
+}
+
+/// Run kura-load with `args` against a spawned server; its exit code and result.json.
+fn kura_load_with(args: &[&str]) -> (i32, RunResult) {
     let out = tempfile::tempdir().expect("out dir");
     let bin = kura_bin();
     let mut argv: Vec<String> = vec![
         "kura-load".into(),
         "--spawn-server".into(),
         bin.display().to_string(),
-        "--no-baseline".into(),
         "-q".into(),
         "-c".into(),
         "4".into(),
@@ -193,6 +200,55 @@ fn each_read_modify_write_workload_passes_its_check() {
             assert!(cas.max_retries as f64 >= cas.mean_retries);
         }
     }
+}
+
+#[test]
+fn rounds_alternate_the_ceiling_healthz_and_the_run_whose_writes_are_verified() {
+    let ceiling = env!("CARGO_BIN_EXE_kura-ceiling");
+    let (code, r) = kura_load_with(&[
+        "-w",
+        "append",
+        "-d",
+        "1s",
+        "--rows",
+        "200",
+        "--cas-rows",
+        "4",
+        "--rounds",
+        "2",
+        "--round-secs",
+        "0.5",
+        "--ceiling-bin",
+        ceiling,
+    ]);
+    assert_eq!(code, 0, "{:?}", r.verification);
+    let rounds = r.rounds.as_ref().expect("the rounds were measured");
+    assert_eq!(rounds.rounds.len(), 2);
+    for round in &rounds.rounds {
+        assert!(
+            round.ceiling > 0.0 && round.healthz > 0.0 && round.run > 0.0,
+            "{round:?}"
+        );
+    }
+    // The rounds' appends went through the run's workload: the check finds each acknowledged
+    // one, the rounds' with the run's.
+    assert!(r.verification.checked && r.passed, "{:?}", r.verification);
+    // "N rows appended to: M acknowledged appends ...": M counts the rounds' appends too.
+    let acked = r
+        .verification
+        .notes
+        .iter()
+        .find_map(|n| {
+            let words: Vec<&str> = n.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "acknowledged")?;
+            words.get(at.checked_sub(1)?)?.parse::<u64>().ok()
+        })
+        .expect("the check counts the acknowledged appends");
+    let in_run = run_phase(&r).summary.ops;
+    assert!(
+        acked > in_run,
+        "{acked} appends acknowledged, no more than the run's {in_run}: the rounds' are missing"
+    );
 }
 
 #[test]
@@ -312,6 +368,7 @@ async fn ran(name: WorkloadName, ops: u64) -> (SpawnedServer, Arc<Workload>, Con
         seed: 7,
         watch: None,
         server_pids: vec![server.pid()],
+        first_worker: 0,
     };
     let run = runner::run_phase(&cfg, workload.clone())
         .await
