@@ -51,6 +51,14 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// [`parse_duration`], above zero: a slice of `--rounds` must measure something.
+fn parse_slice(s: &str) -> std::result::Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("a slice of `{s}` measures nothing")),
+        d => Ok(d),
+    }
+}
+
 /// What `--sweep` varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SweepKind {
@@ -102,15 +110,15 @@ pub struct Args {
     #[arg(long)]
     pub no_ceiling: bool,
     /// After the run, measure the trivial server, `/healthz` and the run's workload again in
-    /// this many rounds of `--round-secs` each, one after the other (each round starting with
+    /// this many rounds of a `--slice` each, one after the other (each round starting with
     /// the next of the three), and report each round's ratios and their medians: the
     /// machine's drift within a run then weighs on the three alike. 0 skips them; so do
     /// `--no-ceiling`, `--rate` and `--kill-after`.
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
-    /// Seconds of each slice of `--rounds`.
-    #[arg(long, default_value_t = 1.0)]
-    pub round_secs: f64,
+    /// How long each slice of `--rounds` runs.
+    #[arg(long, value_parser = parse_slice, default_value = "1s")]
+    pub slice: Duration,
     /// The `kura-ceiling` binary (default: the one beside `kura-load`; without one, the
     /// ceiling is skipped with a warning).
     #[arg(long, value_name = "PATH")]
@@ -488,7 +496,7 @@ pub async fn run_once(
 }
 
 /// The slices of `--rounds`: the trivial server `c`, `/healthz` and `workload` on the servers
-/// of `phase`, `args.round_secs` each, in turn; round `i` starts with the `i`-th of the three
+/// of `phase`, `args.slice` each, in turn; round `i` starts with the `i`-th of the three
 /// (so that none is always measured first, right after the same neighbour).
 async fn interleave(
     args: &Args,
@@ -497,13 +505,8 @@ async fn interleave(
     seed: u64,
     workload: Arc<Workload>,
 ) -> Result<report::Rounds> {
-    if !(args.round_secs.is_finite() && args.round_secs > 0.0) {
-        return Err(LoadError::Args(
-            "--round-secs must be a positive number".into(),
-        ));
-    }
     let slice = |mut cfg: PhaseConfig| {
-        cfg.duration = Some(Duration::from_secs_f64(args.round_secs));
+        cfg.duration = Some(args.slice);
         cfg.ops = None;
         cfg.progress = false;
         cfg
@@ -541,7 +544,7 @@ async fn interleave(
         });
     }
     Ok(report::Rounds {
-        secs: args.round_secs,
+        secs: args.slice.as_secs_f64(),
         rounds,
     })
 }
@@ -872,6 +875,15 @@ mod tests {
         assert_eq!(a.workload, WorkloadName::RandomRead);
         assert_eq!(a.sweep_regions, vec![1, 4]);
         assert_eq!(a.addrs(), vec!["127.0.0.1:8080"]);
+    }
+
+    #[test]
+    fn a_slice_of_the_rounds_takes_a_duration_above_zero() {
+        assert_eq!(parse_slice("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_slice("0s").unwrap_err().contains("measures nothing"));
+        assert!(Args::try_parse_from(["kura-load", "--slice", "-1s"]).is_err());
+        let a = Args::try_parse_from(["kura-load"]).unwrap();
+        assert_eq!((a.rounds, a.slice), (5, Duration::from_secs(1)));
     }
 
     #[test]

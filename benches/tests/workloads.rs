@@ -216,8 +216,8 @@ fn rounds_alternate_the_ceiling_healthz_and_the_run_whose_writes_are_verified() 
         "4",
         "--rounds",
         "2",
-        "--round-secs",
-        "0.5",
+        "--slice",
+        "500ms",
         "--ceiling-bin",
         ceiling,
     ]);
