@@ -99,11 +99,12 @@ pub fn median(v: &[f64]) -> Option<f64> {
 }
 
 impl Rounds {
-    /// Each round's `a / b` (0 where `b` is 0).
+    /// Each round's `a / b`; NaN where `b` answered nothing (no ratio: [`median`] leaves it
+    /// out).
     fn ratios(&self, a: fn(&Round) -> f64, b: fn(&Round) -> f64) -> Vec<f64> {
         self.rounds
             .iter()
-            .map(|r| if b(r) > 0.0 { a(r) / b(r) } else { 0.0 })
+            .map(|r| if b(r) > 0.0 { a(r) / b(r) } else { f64::NAN })
             .collect()
     }
 
@@ -141,20 +142,27 @@ impl Rounds {
             self.run_x_healthz(),
             self.healthz_x_ceiling(),
         );
+        let ratio = |x: f64| {
+            if x.is_finite() {
+                format!("{x:.2}")
+            } else {
+                "-".into()
+            }
+        };
         for (i, r) in self.rounds.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+                "| {} | {:.0} | {:.0} | {:.0} | {} | {} | {} |",
                 i + 1,
                 r.ceiling,
                 r.healthz,
                 r.run,
-                xc[i],
-                xh[i],
-                hc[i]
+                ratio(xc[i]),
+                ratio(xh[i]),
+                ratio(hc[i])
             );
         }
-        let med = |v: &[f64]| median(v).map_or("-".into(), |m| format!("{m:.2}"));
+        let med = |v: &[f64]| median(v).map_or("-".into(), ratio);
         let _ = writeln!(
             s,
             "\nmedians of the rounds: run x ceiling **{}**, run x healthz **{}**, /healthz x ceiling **{}**",
@@ -957,15 +965,17 @@ mod tests {
         };
         assert_eq!(rounds.run_x_ceiling(), vec![0.6, 0.6, 0.8]);
         assert_eq!(rounds.healthz_x_ceiling(), vec![0.9, 0.9, 0.0]);
-        // A slice that answered nothing gives 0, not infinity.
-        assert_eq!(rounds.run_x_healthz()[2], 0.0);
+        // A slice that answered nothing gives no ratio, and the median leaves the round out.
+        assert!(rounds.run_x_healthz()[2].is_nan());
         let md = rounds.markdown();
         assert!(md.contains("9 slices of 1 s each"), "{md}");
         assert!(
             md.contains("| 2 | 50 | 45 | 30 | 0.60 | 0.67 | 0.90 |"),
             "{md}"
         );
+        assert!(md.contains("| 3 | 80 | 0 | 64 | 0.80 | - | 0.00 |"), "{md}");
         assert!(md.contains("run x ceiling **0.60**"), "{md}");
+        assert!(md.contains("run x healthz **0.67**"), "{md}");
         assert!(md.contains("/healthz x ceiling **0.90**"), "{md}");
     }
 
