@@ -39,8 +39,9 @@
 //!    manifest's `log_number` (`log_floor`) only ever names a log whose records, and every later
 //!    log's, are not all in segments: every log from it up is replayed.
 //! 4. A poisoned store answers `Error::Poisoned` to everything.
-//! 5. Memory is bounded by the memtable budget, twice that during a background flush (enforced
-//!    after each batch and during replay):
+//! 5. Memory is bounded by the memtable budget, about three times that during a background
+//!    flush (the frozen memtable, about one budget, beside a fresh one an inline flush holds
+//!    under twice the budget; enforced after each batch and during replay):
 //!    segments are mapped, and per segment only its block index, row filter and the restart
 //!    points of blocks in use live on the heap.
 //! 6. After each flush a size-tiered minor compaction keeps the number of segments (and so the
