@@ -61,7 +61,9 @@ pub enum BackendArg {
                   kura export   write a table as HBase Export files (SequenceFiles of Results)\n  \
                   kura import   load HBase Export files into a table, resumably\n  \
                   kura backup   copy a running server's data (an online backup)\n  \
-                  kura restore  turn a backup into a data directory, or --verify one"
+                  kura restore  turn a backup into a data directory, or --verify one\n  \
+                  kura repair   find and fix what a crash left between the applications' entity \
+                  and index rows"
 )]
 pub struct Config {
     /// Address to listen on. Non-loopback addresses need --allow-remote.
