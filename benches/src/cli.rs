@@ -416,7 +416,9 @@ pub async fn run_once(
     }
     let rounds = match (&ceiling_server, mode, args.kill_after) {
         (Some(c), Mode::Closed, None) if args.rounds > 0 && baseline.is_some() => {
-            Some(interleave(args, c, &phase, seed, workload.clone()).await?)
+            let ceiling = |name: &str| on_ceiling(name, c);
+            let kura = |name: &str| phase(name, Mode::Closed, seed);
+            Some(interleave(args, &ceiling, &kura, workload.clone()).await?)
         }
         _ => None,
     };
@@ -495,47 +497,38 @@ pub async fn run_once(
     })
 }
 
-/// The slices of `--rounds`: the trivial server `c`, `/healthz` and `workload` on the servers
-/// of `phase`, `args.slice` each, in turn; round `i` starts with the `i`-th of the three
-/// (so that none is always measured first, right after the same neighbour).
+/// The slices of `--rounds`: `/healthz` on the trivial server (`ceiling`'s phases) and on
+/// Kura (`kura`'s), and `workload` on Kura, `args.slice` each, in turn; round `i` starts with
+/// the `i`-th of the three (so that none is always measured first, right after the same
+/// neighbour).
 async fn interleave(
     args: &Args,
-    c: &CeilingServer,
-    phase: &dyn Fn(&str, Mode, u64) -> PhaseConfig,
-    seed: u64,
+    ceiling: &dyn Fn(&str) -> PhaseConfig,
+    kura: &dyn Fn(&str) -> PhaseConfig,
     workload: Arc<Workload>,
 ) -> Result<report::Rounds> {
-    let slice = |mut cfg: PhaseConfig| {
-        cfg.duration = Some(args.slice);
-        cfg.ops = None;
-        cfg.progress = false;
-        cfg
-    };
+    let health = Arc::new(Workload::Health);
     let mut rounds = Vec::with_capacity(args.rounds);
     for i in 0..args.rounds {
+        let name = format!("round-{}", i + 1);
         let mut rates = [0.0f64; 3];
         for k in 0..3 {
             let which = (i + k) % 3;
-            let name = format!("round-{}", i + 1);
-            let (cfg, w) = match which {
-                0 => {
-                    let mut cfg = phase(&name, Mode::Closed, seed);
-                    cfg.addrs = vec![c.addr.clone()];
-                    cfg.server_pids = vec![c.pid()];
-                    (cfg, Arc::new(Workload::Health))
-                }
-                1 => (phase(&name, Mode::Closed, seed), Arc::new(Workload::Health)),
+            let (mut cfg, w) = match which {
+                0 => (ceiling(&name), health.clone()),
+                1 => (kura(&name), health.clone()),
                 _ => {
-                    // Workers of their own: the run's went before them with this workload.
-                    let mut cfg = phase(&name, Mode::Closed, seed);
+                    // Workers of their own, numbered after the run's and the half-peak's,
+                    // which went before them with this workload.
+                    let mut cfg = kura(&name);
                     cfg.first_worker = (i + 2) * args.connections;
                     (cfg, workload.clone())
                 }
             };
-            rates[which] = runner::run_phase(&slice(cfg), w)
-                .await?
-                .summary
-                .ok_throughput;
+            cfg.duration = Some(args.slice);
+            cfg.ops = None;
+            cfg.progress = false;
+            rates[which] = runner::run_phase(&cfg, w).await?.summary.ok_throughput;
         }
         rounds.push(report::Round {
             ceiling: rates[0],
