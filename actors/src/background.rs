@@ -10,13 +10,19 @@
 //! many low-priority threads together still take a large share of the CPU. The exception is a
 //! region whose compactions fell behind ([`run_compaction`]): a load that keeps every core busy
 //! would starve them, and its reads would consult ever more segments. Rewrites of a split's
-//! reference segments, which no read waits for, run one at a time in a lane of their own at
-//! the lowest priority (nice 19).
+//! reference segments, which no read waits for, run one at a time in a lane of their own under
+//! Linux's `SCHED_IDLE` policy (RocksDB's `CpuPriority::kIdle`), at nice 19 where it cannot be
+//! set: a waking thread of the normal policy always preempts it (the kernel's rule for
+//! `SCHED_IDLE`), where a niced thread yields only as the scheduler's fairness says and keeps a
+//! share of a busy core (`benches/background_priority.sh` measures the difference). Merges stay at nice 10: they bound the segments a read consults, and a
+//! `SCHED_IDLE` merge would wait out a write load and run right after it instead.
 //!
 //! # Invariants
 //! 1. A job's result (or its panic) always comes back to the awaiting actor; a thread that
 //!    cannot be started is an error, never a job silently dropped.
-//! 2. Only the job's own thread is reniced, never the actor's or the HTTP workers'.
+//! 2. Only the job's own thread is reniced or given another scheduling policy, never the
+//!    actor's or the HTTP workers'; every job runs on a new thread, so no thread keeps a
+//!    lowered priority for work that is not background work.
 
 use crate::error::ActorError;
 use kura_storage::LogSync;
@@ -52,9 +58,9 @@ pub(crate) fn run_now<T: Send + 'static>(
 /// sixteen of them at once after a 4 GB load took 30% of a 2-core machine from the GETs.
 ///
 /// A split's reference rewrites ([`CompactionKind::ReferenceRewrite`]) have a lane of their
-/// own, one slot at the lowest priority: after a large load every region rewrites its
-/// references at once, and that work, which reads do not wait for, would otherwise hold the
-/// merges' slots and take CPU from the requests.
+/// own, one slot at the lowest priority ([`idlest_priority`]): after a large load every region
+/// rewrites its references at once, and that work, which reads do not wait for, would
+/// otherwise hold the merges' slots and take CPU from the requests.
 ///
 /// # Invariants
 /// 1. At most `background` compactions run at low priority, at most `urgent` at normal
@@ -195,7 +201,8 @@ fn urgent_compaction_slots() -> usize {
 /// and a normal-priority slot is free: then at normal priority, so that a load keeping every
 /// core busy shares the CPU with it instead of starving it. The normal-priority slots (half
 /// the cores) keep compactions of many regions from taking more than half the machine from
-/// the requests. A reference rewrite runs at the lowest priority, in its own lane.
+/// the requests. A reference rewrite runs at the lowest priority ([`idlest_priority`]), in its
+/// own lane.
 pub(crate) fn run_compaction<T: Send + 'static>(
     slots: std::sync::Arc<CompactionSlots>,
     kind: CompactionKind,
@@ -213,7 +220,7 @@ pub(crate) fn run_compaction<T: Send + 'static>(
         let _held = Held(slots, slot);
         match slot {
             Slot::Background => lower_priority(),
-            Slot::Rewrite => set_nice(LOWEST_NICE),
+            Slot::Rewrite => idlest_priority(),
             Slot::Urgent => {}
         }
         job()
@@ -362,6 +369,28 @@ fn lower_priority() {
     set_nice(background_nice(
         rustix::process::getpriority_process(None).unwrap_or(0),
     ));
+}
+
+/// Give the calling thread the lowest CPU priority Linux has: nice 19, and the `SCHED_IDLE`
+/// policy, under which it runs only while no thread of the normal policy wants its core (a
+/// waking one preempts it at once, where a nice-19 thread keeps its core to the end of its
+/// slice). Best effort: where the policy cannot be set (a seccomp filter, another system),
+/// nice 19 remains.
+fn idlest_priority() {
+    set_nice(LOWEST_NICE);
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid `sched_param` for the duration of the call, which only
+        // reads it; pid 0 names the calling thread, and SCHED_IDLE takes priority 0.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if rc != 0 {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "could not give a background thread the SCHED_IDLE policy; it runs at nice 19"
+            );
+        }
+    }
 }
 
 /// Set the calling thread's nice value (a lower priority only: an unprivileged process may
@@ -514,8 +543,17 @@ mod tests {
         assert_eq!(again, before, "the slots came back");
     }
 
+    /// The calling thread's nice value and scheduling policy.
+    #[cfg(target_os = "linux")]
+    fn priority() -> (i32, i32) {
+        // SAFETY: a query of the calling thread's policy; it takes no pointer.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        (rustix::process::getpriority_process(None).unwrap(), policy)
+    }
+
     /// A reference rewrite does not wait for the merges' slots: it runs beside them at the
-    /// lowest priority, one at a time (the next waits for the first to end).
+    /// lowest priority (nice 19 and `SCHED_IDLE`), one at a time (the next waits for the first
+    /// to end).
     #[cfg(target_os = "linux")]
     #[actix_rt::test]
     async fn reference_rewrites_run_one_at_a_time_at_the_lowest_priority_beside_merges() {
@@ -525,11 +563,16 @@ mod tests {
         let merge = {
             let started_tx = started_tx.clone();
             actix_rt::spawn(run_compaction(pool.clone(), NOT_BEHIND, move || {
-                let _ = started_tx.send(("merge", 0));
+                let _ = started_tx.send(("merge", priority()));
                 merge_rx.recv().unwrap();
             }))
         };
-        assert_eq!(started_rx.recv().await.map(|s| s.0), Some("merge"));
+        let before = rustix::process::getpriority_process(None).unwrap();
+        assert_eq!(
+            started_rx.recv().await,
+            Some(("merge", (background_nice(before), libc::SCHED_OTHER))),
+            "a merge runs reniced, under the normal policy"
+        );
         let (release_first, first_rx) = std::sync::mpsc::channel::<()>();
         let first = {
             let started_tx = started_tx.clone();
@@ -537,22 +580,21 @@ mod tests {
                 pool.clone(),
                 CompactionKind::ReferenceRewrite,
                 move || {
-                    let nice = rustix::process::getpriority_process(None).unwrap();
-                    let _ = started_tx.send(("first rewrite", nice));
+                    let _ = started_tx.send(("first rewrite", priority()));
                     first_rx.recv().unwrap();
                 },
             ))
         };
         assert_eq!(
             started_rx.recv().await,
-            Some(("first rewrite", LOWEST_NICE)),
-            "runs while the merge holds the only background slot"
+            Some(("first rewrite", (LOWEST_NICE, libc::SCHED_IDLE))),
+            "runs beside the merge holding the only background slot, under SCHED_IDLE"
         );
         let second = actix_rt::spawn(run_compaction(
             pool.clone(),
             CompactionKind::ReferenceRewrite,
             move || {
-                let _ = started_tx.send(("second rewrite", 0));
+                let _ = started_tx.send(("second rewrite", priority()));
             },
         ));
         tokio::time::sleep(Duration::from_millis(50)).await;
