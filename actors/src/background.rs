@@ -13,9 +13,10 @@
 //! reference segments, which no read waits for, run one at a time in a lane of their own under
 //! Linux's `SCHED_IDLE` policy (RocksDB's `CpuPriority::kIdle`), at nice 19 where it cannot be
 //! set: a waking thread of the normal policy always preempts it (the kernel's rule for
-//! `SCHED_IDLE`), where a niced thread yields only as the scheduler's fairness says and keeps a
-//! share of a busy core (`benches/background_priority.sh` measures the difference). Merges stay at nice 10: they bound the segments a read consults, and a
-//! `SCHED_IDLE` merge would wait out a write load and run right after it instead.
+//! `SCHED_IDLE`), where a niced thread yields only as the scheduler's fairness says and keeps
+//! a share of a busy core (`benches/background_priority.sh` measures the difference). Merges
+//! stay at nice 10: they bound the segments a read consults, and a `SCHED_IDLE` merge would
+//! wait out a write load and run right after it instead.
 //!
 //! # Invariants
 //! 1. A job's result (or its panic) always comes back to the awaiting actor; a thread that
@@ -372,10 +373,9 @@ fn lower_priority() {
 }
 
 /// Give the calling thread the lowest CPU priority Linux has: nice 19, and the `SCHED_IDLE`
-/// policy, under which it runs only while no thread of the normal policy wants its core (a
-/// waking one preempts it at once, where a nice-19 thread keeps its core to the end of its
-/// slice). Best effort: where the policy cannot be set (a seccomp filter, another system),
-/// nice 19 remains.
+/// policy, under which a waking thread of the normal policy always preempts it (a nice-19
+/// thread keeps a share of a busy core). Best effort: where the policy cannot be set (a
+/// seccomp filter, another system), nice 19 remains.
 fn idlest_priority() {
     set_nice(LOWEST_NICE);
     #[cfg(target_os = "linux")]
