@@ -188,7 +188,8 @@ for name, title in (("small-before", "10,000 rows, before"), ("read", "right aft
                     ("settled", "once settled"), ("small-after", "10,000 rows, after")):
     c = phase_of(name, "run").get("cpu") or {}
     m = c.get("machine") or {}
-    server = f"server {c['server_us']:.1f} µs, " if c.get("server_us") is not None else ""
+    req = f" (request threads {c['request_threads_us']:.1f})" if c.get("request_threads_us") is not None else ""
+    server = f"server {c['server_us']:.1f} µs{req}, " if c.get("server_us") is not None else ""
     rest = f", the rest {m['others_us']:.1f} µs" if m.get("others_us") is not None else ""
     busy = f" ({m['busy_cores']:.2f} of {m['cores']} cores busy{rest})" if m else ""
     if c:

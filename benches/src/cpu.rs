@@ -8,6 +8,11 @@
 //! (`--spawn-server`, the ceiling); a server restarted during the phase (`--kill-after`) is a
 //! new process, and the phase then reports no server figure rather than half of one.
 //!
+//! A server's CPU is also split by thread: its request threads (actix's, named
+//! [`REQUEST_THREADS`]: the HTTP workers, and the regions that run on them by default, or on
+//! arbiters of their own) against the rest (flushes, compactions, log syncs, freeing), so that
+//! a slower phase tells whether serving a request got dearer or the background took the CPU.
+//!
 //! The whole machine is read too: how many of its cores were busy during the phase, how much
 //! of that the hypervisor took (steal), and what the other processes and the kernel's own
 //! threads cost per operation (busy time minus the processes above: `others_us`, reported as
@@ -15,8 +20,9 @@
 //! neighbour (a kernel thread reclaiming memory, the writeback of files written earlier,
 //! another tenant), not by Kura.
 //!
-//! Sources: `/proc/PID/stat` fields 14 and 15 (`utime`, `stime`, in clock ticks) and the `cpu`
-//! lines of `/proc/stat` (proc(5)). Linux only: elsewhere every reading is `None`.
+//! Sources: `/proc/PID/stat` and `/proc/PID/task/TID/stat` fields 14 and 15 (`utime`,
+//! `stime`, in clock ticks) and the `cpu` lines of `/proc/stat` (proc(5)). Linux only:
+//! elsewhere every reading is `None`.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +32,10 @@ pub struct CpuPerOp {
     /// The servers the phase drove, summed; `None` when kura-load did not start them (or one
     /// was restarted during the phase).
     pub server_us: Option<f64>,
+    /// Of `server_us`, the servers' request threads ([`REQUEST_THREADS`]); the rest of it is
+    /// their background threads. `None` as `server_us` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_threads_us: Option<f64>,
     /// kura-load itself (every client thread).
     pub client_us: f64,
     /// The whole machine over the phase; `None` where `/proc/stat` cannot be read.
@@ -56,11 +66,17 @@ struct MachineTicks {
     steal: u64,
 }
 
+/// The name actix gives the threads of its runtimes (`actix-rt|system:0|arbiter:N`, cut by the
+/// kernel to 15 bytes): a server's request threads.
+pub const REQUEST_THREADS: &str = "actix-rt|system";
+
 /// CPU time of a set of processes and of this one, read at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpuSample {
     /// Per server PID, seconds of CPU; `None` for a PID that could not be read.
     servers: Vec<(u32, Option<f64>)>,
+    /// Per server, in `servers`' order, seconds of CPU of its live request threads.
+    request_threads: Vec<Option<f64>>,
     client: Option<f64>,
     machine: Option<MachineTicks>,
 }
@@ -72,6 +88,10 @@ impl CpuSample {
             servers: server_pids
                 .iter()
                 .map(|&pid| (pid, process_cpu_secs(pid)))
+                .collect(),
+            request_threads: server_pids
+                .iter()
+                .map(|&pid| threads_cpu_secs(pid, REQUEST_THREADS))
                 .collect(),
             client: process_cpu_secs(std::process::id()),
             machine: std::fs::read_to_string("/proc/stat")
@@ -102,12 +122,23 @@ impl CpuSample {
                 .sum::<Option<f64>>()
                 .map(per_op)
         };
+        // The request threads live as long as their server: a difference of their sums is
+        // theirs. Only where every server has a figure.
+        let request_threads = server.and_then(|_| {
+            self.request_threads
+                .iter()
+                .zip(&after.request_threads)
+                .map(|(t0, t1)| Some((*t1)? - (*t0)?).filter(|d| *d >= 0.0))
+                .sum::<Option<f64>>()
+                .map(per_op)
+        });
         let machine = match (self.machine, after.machine, clock_ticks_per_second()) {
             (Some(m0), Some(m1), Some(hz)) => machine_use(m0, m1, hz, ops, server, client),
             _ => None,
         };
         Some(CpuPerOp {
             server_us: server,
+            request_threads_us: request_threads,
             client_us: client,
             machine,
         })
@@ -168,6 +199,30 @@ pub fn process_cpu_secs(pid: u32) -> Option<f64> {
     Some(ticks as f64 / clock_ticks_per_second()? as f64)
 }
 
+/// Seconds of CPU the live threads of process `pid` whose name starts with `prefix` have used,
+/// from `/proc/PID/task/*/stat`; `None` if the process cannot be read.
+pub fn threads_cpu_secs(pid: u32, prefix: &str) -> Option<f64> {
+    let hz = clock_ticks_per_second()? as f64;
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ticks = 0u64;
+    for task in tasks.flatten() {
+        // A thread that ended since the listing has no stat any more: it counts for nothing.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        if stat_name(&stat).is_some_and(|n| n.starts_with(prefix)) {
+            ticks += parse_stat_ticks(&stat).unwrap_or(0);
+        }
+    }
+    Some(ticks as f64 / hz)
+}
+
+/// The command (thread) name of a `/proc/PID/stat` line: field 2, between the first `(` and
+/// the last `)`.
+fn stat_name(stat: &str) -> Option<&str> {
+    stat.get(stat.find('(')? + 1..stat.rfind(')')?)
+}
+
 /// `utime + stime` of a `/proc/PID/stat` line, in clock ticks. The command name (field 2) is in
 /// parentheses and may hold spaces and parentheses itself: fields are counted after its last
 /// `)`, where field 3 is the first.
@@ -199,6 +254,7 @@ mod tests {
         let line = "4242 (kura (x) y) S 1 4242 4242 0 -1 4194560 2000 0 0 0 \
                     1234 567 0 0 20 0 14 0 100 0 0 18446744073709551615";
         assert_eq!(parse_stat_ticks(line), Some(1234 + 567));
+        assert_eq!(stat_name(line), Some("kura (x) y"));
         assert_eq!(parse_stat_ticks("4242 (kura) S 1 2"), None);
         assert_eq!(parse_stat_ticks("no parenthesis here"), None);
     }
@@ -226,10 +282,47 @@ mod tests {
         }
     }
 
+    /// A thread named with the prefix is counted and spinning raises its figure; the process's
+    /// other threads are not.
+    #[test]
+    fn the_threads_of_a_name_are_read_apart_from_the_others() {
+        let me = std::process::id();
+        if !cfg!(target_os = "linux") {
+            assert_eq!(threads_cpu_secs(me, "kura-test-spin"), None);
+            return;
+        }
+        assert_eq!(threads_cpu_secs(me, "kura-test-spin"), Some(0.0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spin = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("kura-test-spin".into())
+                .spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+                    }
+                })
+                .unwrap()
+        };
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while threads_cpu_secs(me, "kura-test-spin").unwrap() == 0.0 {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the thread's CPU never advanced"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(threads_cpu_secs(me, "kura-test-nobody"), Some(0.0));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spin.join().unwrap();
+    }
+
     #[test]
     fn per_op_divides_each_side_and_refuses_a_changed_server() {
         let at = |server: Option<f64>, pid: u32, client: f64| CpuSample {
             servers: vec![(pid, server)],
+            request_threads: vec![server.map(|s| s / 2.0)],
             client: Some(client),
             machine: None,
         };
@@ -237,12 +330,14 @@ mod tests {
             .per_op(&at(Some(1.5), 7, 2.25), 50_000)
             .unwrap();
         assert!((r.server_us.unwrap() - 10.0).abs() < 1e-9);
+        assert!((r.request_threads_us.unwrap() - 5.0).abs() < 1e-9);
         assert!((r.client_us - 5.0).abs() < 1e-9);
         // A server that exited (no reading) or went backwards (another process) has no figure.
         let gone = at(Some(1.0), 7, 2.0)
             .per_op(&at(None, 7, 2.25), 10)
             .unwrap();
         assert_eq!(gone.server_us, None);
+        assert_eq!(gone.request_threads_us, None);
         let reused = at(Some(9.0), 7, 2.0)
             .per_op(&at(Some(1.0), 7, 2.25), 10)
             .unwrap();
@@ -254,6 +349,7 @@ mod tests {
         // Without servers, the client's figure alone.
         let none = CpuSample {
             servers: vec![],
+            request_threads: vec![],
             client: Some(1.0),
             machine: None,
         };
@@ -261,6 +357,7 @@ mod tests {
             .per_op(
                 &CpuSample {
                     servers: vec![],
+                    request_threads: vec![],
                     client: Some(1.1),
                     machine: None,
                 },

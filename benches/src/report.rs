@@ -437,10 +437,11 @@ pub fn summary_markdown(r: &RunResult) -> String {
         .chain(r.phases.iter().filter(|p| p.name != "load"))
         .filter_map(|p| {
             let c = p.cpu?;
-            let server = c
-                .server_us
-                .map(|us| format!("server {us:.1} µs, "))
-                .unwrap_or_default();
+            let server = match (c.server_us, c.request_threads_us) {
+                (Some(us), Some(req)) => format!("server {us:.1} µs (request threads {req:.1}), "),
+                (Some(us), None) => format!("server {us:.1} µs, "),
+                _ => String::new(),
+            };
             let machine = c.machine.map(machine_text).unwrap_or_default();
             Some(format!(
                 "{}: {server}kura-load {:.1} µs{machine}",
@@ -451,7 +452,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
     if !cpu.is_empty() {
         let _ = writeln!(
             s,
-            "\nCPU per operation (`/proc/PID/stat`, every thread; the machine from `/proc/stat`): {}",
+            "\nCPU per operation (`/proc/PID/stat`, every thread, and a server's request threads apart; the machine from `/proc/stat`): {}",
             cpu.join("; ")
         );
     }

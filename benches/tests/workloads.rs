@@ -376,9 +376,18 @@ async fn ran(name: WorkloadName, ops: u64) -> (SpawnedServer, Arc<Workload>, Con
     assert_eq!(run.summary.errors, 0, "{:?}", run.summary.errors_by_status);
     if cfg!(target_os = "linux") {
         let cpu = run.cpu.expect("a phase reports its CPU per operation");
+        let server_us = cpu
+            .server_us
+            .expect("the server it started is read by its PID");
+        // Its request threads served the phase; their share is within the server's total, but
+        // for the two readings' clock ticks (10 ms each at most, spread over the operations).
+        let request_us = cpu
+            .request_threads_us
+            .expect("its request threads are read apart");
+        let tick_us = 2.0 * 10_000.0 / run.summary.ops as f64;
         assert!(
-            cpu.server_us.is_some(),
-            "the server it started is read by its PID"
+            request_us > 0.0 && request_us <= server_us + tick_us,
+            "request threads {request_us} µs of the server's {server_us} µs"
         );
         let machine = cpu.machine.expect("the machine is read from /proc/stat");
         // A server and a client ran for the whole phase: the machine cannot have been idle.
