@@ -41,8 +41,17 @@ addr="127.0.0.1:$(free_port)"
 "$kura" --data-dir "$out/data" --bind "$addr" >"$out/server.log" 2>&1 &
 server_pid=$!
 streamer=""
+# stop_streamer: stops the streaming loop and the `cat` it is running (frozen first, so that
+# it cannot start another in between).
+stop_streamer() {
+    kill -STOP "$streamer" 2>/dev/null || true
+    pkill -P "$streamer" 2>/dev/null || true
+    kill -KILL "$streamer" 2>/dev/null || true
+    wait "$streamer" 2>/dev/null || true
+    streamer=""
+}
 cleanup() {
-    [ -n "$streamer" ] && kill "$streamer" 2>/dev/null
+    if [ -n "$streamer" ]; then stop_streamer; fi
     kill "$server_pid" 2>/dev/null
     wait "$server_pid" 2>/dev/null || true
     rm -rf "$out/data" "$out/stream.bin"
@@ -66,6 +75,9 @@ phase() {
     local name=$1
     shift
     if [ $# -gt 0 ]; then
+        # In this script's session, as Kura's background threads share their server's: with
+        # the kernel's autogroups, a session of its own would be weighed as a peer of the
+        # server's whatever its priority.
         (while :; do "$@" cat "$out/stream.bin" >/dev/null; done) &
         streamer=$!
     fi
@@ -74,10 +86,7 @@ phase() {
         --rows 10000 --value-size 1000 -c 64 -d "${secs}s" --quiet --out "$out/$name" \
         >"$out/$name.txt" 2>&1 || ok=$?
     if [ -n "$streamer" ]; then
-        kill "$streamer" 2>/dev/null
-        wait "$streamer" 2>/dev/null || true
-        streamer=""
-        pkill -P $$ -x cat 2>/dev/null || true
+        stop_streamer
     fi
     [ "$ok" = 0 ] || { echo "background_priority.sh: the $name phase failed (see $out/$name.txt)" >&2; exit 2; }
 }
