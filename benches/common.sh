@@ -1,5 +1,5 @@
-# Sourced by the measurement scripts of benches/ (bigtable.sh, ceiling.sh, load_4gb.sh,
-# redis_counter.sh):
+# Sourced by the measurement scripts of benches/ (background_priority.sh, bigtable.sh,
+# ceiling.sh, load_4gb.sh, redis_counter.sh):
 # the release binaries they drive, and a free local port.
 
 # release_binaries SCRIPT BUILD: moves to the repository root, builds `kura` and `kura-load` in

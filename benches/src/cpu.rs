@@ -70,13 +70,46 @@ struct MachineTicks {
 /// kernel to 15 bytes): a server's request threads.
 pub const REQUEST_THREADS: &str = "actix-rt|system";
 
+/// One server's CPU time, read at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ServerReading {
+    pid: u32,
+    /// Seconds of CPU of every thread, the ended ones included; `None` if it could not be read.
+    total: Option<f64>,
+    /// Seconds of CPU of its live request threads ([`REQUEST_THREADS`]).
+    request_threads: Option<f64>,
+}
+
+impl ServerReading {
+    fn take(pid: u32) -> ServerReading {
+        ServerReading {
+            pid,
+            total: process_cpu_secs(pid),
+            request_threads: threads_cpu_secs(pid, REQUEST_THREADS),
+        }
+    }
+
+    /// Seconds of CPU of every thread and of the request threads from `self` to the later
+    /// reading `after`; `None` for the process if it went away, or its PID now names another
+    /// process (a later reading below the earlier one). The request threads live as long as
+    /// their server: the difference of their sums is theirs.
+    fn since(&self, after: &ServerReading) -> Option<(f64, Option<f64>)> {
+        let total = after.total? - self.total?;
+        if self.pid != after.pid || total < 0.0 {
+            return None;
+        }
+        let requests = after.request_threads.zip(self.request_threads);
+        Some((
+            total,
+            requests.map(|(t1, t0)| t1 - t0).filter(|d| *d >= 0.0),
+        ))
+    }
+}
+
 /// CPU time of a set of processes and of this one, read at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpuSample {
-    /// Per server PID, seconds of CPU; `None` for a PID that could not be read.
-    servers: Vec<(u32, Option<f64>)>,
-    /// Per server, in `servers`' order, seconds of CPU of its live request threads.
-    request_threads: Vec<Option<f64>>,
+    servers: Vec<ServerReading>,
     client: Option<f64>,
     machine: Option<MachineTicks>,
 }
@@ -87,11 +120,7 @@ impl CpuSample {
         CpuSample {
             servers: server_pids
                 .iter()
-                .map(|&pid| (pid, process_cpu_secs(pid)))
-                .collect(),
-            request_threads: server_pids
-                .iter()
-                .map(|&pid| threads_cpu_secs(pid, REQUEST_THREADS))
+                .map(|&pid| ServerReading::take(pid))
                 .collect(),
             client: process_cpu_secs(std::process::id()),
             machine: std::fs::read_to_string("/proc/stat")
@@ -108,30 +137,23 @@ impl CpuSample {
         }
         let per_op = |secs: f64| secs * 1e6 / ops as f64;
         let client = per_op(after.client? - self.client?);
-        let server = if self.servers.is_empty() {
-            None
-        } else {
-            self.servers
-                .iter()
-                .zip(&after.servers)
-                .map(|((p0, t0), (p1, t1))| {
-                    // A later reading below the earlier one is another process under a reused PID.
-                    let d = (*t1)? - (*t0)?;
-                    (p0 == p1 && d >= 0.0).then_some(d)
-                })
-                .sum::<Option<f64>>()
-                .map(per_op)
-        };
-        // The request threads live as long as their server: a difference of their sums is
-        // theirs. Only where every server has a figure.
-        let request_threads = server.and_then(|_| {
-            self.request_threads
-                .iter()
-                .zip(&after.request_threads)
-                .map(|(t0, t1)| Some((*t1)? - (*t0)?).filter(|d| *d >= 0.0))
-                .sum::<Option<f64>>()
-                .map(per_op)
-        });
+        // Figures only where every server has one.
+        let spent: Option<Vec<(f64, Option<f64>)>> = (!self.servers.is_empty())
+            .then(|| {
+                self.servers
+                    .iter()
+                    .zip(&after.servers)
+                    .map(|(r0, r1)| r0.since(r1))
+                    .collect()
+            })
+            .flatten();
+        let server = spent
+            .as_ref()
+            .map(|s| per_op(s.iter().map(|(total, _)| total).sum()));
+        let request_threads = spent
+            .as_ref()
+            .and_then(|s| s.iter().map(|(_, req)| *req).sum::<Option<f64>>())
+            .map(per_op);
         let machine = match (self.machine, after.machine, clock_ticks_per_second()) {
             (Some(m0), Some(m1), Some(hz)) => machine_use(m0, m1, hz, ops, server, client),
             _ => None,
@@ -321,8 +343,11 @@ mod tests {
     #[test]
     fn per_op_divides_each_side_and_refuses_a_changed_server() {
         let at = |server: Option<f64>, pid: u32, client: f64| CpuSample {
-            servers: vec![(pid, server)],
-            request_threads: vec![server.map(|s| s / 2.0)],
+            servers: vec![ServerReading {
+                pid,
+                total: server,
+                request_threads: server.map(|s| s / 2.0),
+            }],
             client: Some(client),
             machine: None,
         };
@@ -342,6 +367,7 @@ mod tests {
             .per_op(&at(Some(1.0), 7, 2.25), 10)
             .unwrap();
         assert_eq!(reused.server_us, None);
+        assert_eq!(reused.request_threads_us, None);
         assert_eq!(
             at(Some(1.0), 7, 2.0).per_op(&at(Some(2.0), 7, 3.0), 0),
             None
@@ -349,7 +375,6 @@ mod tests {
         // Without servers, the client's figure alone.
         let none = CpuSample {
             servers: vec![],
-            request_threads: vec![],
             client: Some(1.0),
             machine: None,
         };
@@ -357,14 +382,13 @@ mod tests {
             .per_op(
                 &CpuSample {
                     servers: vec![],
-                    request_threads: vec![],
                     client: Some(1.1),
                     machine: None,
                 },
                 1_000,
             )
             .unwrap();
-        assert_eq!(r.server_us, None);
+        assert_eq!((r.server_us, r.request_threads_us), (None, None));
         assert!((r.client_us - 100.0).abs() < 1e-6);
     }
 

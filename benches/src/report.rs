@@ -321,6 +321,16 @@ fn mode_str(m: &Mode) -> String {
     }
 }
 
+/// The servers' part of a phase's CPU line: their CPU per operation and, when read, their
+/// request threads' share of it; empty without the servers.
+fn server_text(c: &crate::cpu::CpuPerOp) -> String {
+    match (c.server_us, c.request_threads_us) {
+        (Some(us), Some(req)) => format!("server {us:.1} µs (request threads {req:.1}), "),
+        (Some(us), None) => format!("server {us:.1} µs, "),
+        (None, _) => String::new(),
+    }
+}
+
 /// The machine's share of a phase, as the CPU line prints it: `" (machine: 1.95 of 2 cores
 /// busy, 0.01 stolen, the rest 0.2 µs)"`; steal under 0.005 cores is left out.
 fn machine_text(m: crate::cpu::MachineUse) -> String {
@@ -437,11 +447,7 @@ pub fn summary_markdown(r: &RunResult) -> String {
         .chain(r.phases.iter().filter(|p| p.name != "load"))
         .filter_map(|p| {
             let c = p.cpu?;
-            let server = match (c.server_us, c.request_threads_us) {
-                (Some(us), Some(req)) => format!("server {us:.1} µs (request threads {req:.1}), "),
-                (Some(us), None) => format!("server {us:.1} µs, "),
-                _ => String::new(),
-            };
+            let server = server_text(&c);
             let machine = c.machine.map(machine_text).unwrap_or_default();
             Some(format!(
                 "{}: {server}kura-load {:.1} µs{machine}",
@@ -804,6 +810,22 @@ mod tests {
             server_fsyncs: None,
             cpu: None,
         }
+    }
+
+    #[test]
+    fn the_server_text_gives_the_request_threads_share_when_read() {
+        let c = |server_us, request_threads_us| crate::cpu::CpuPerOp {
+            server_us,
+            request_threads_us,
+            client_us: 12.0,
+            machine: None,
+        };
+        assert_eq!(
+            server_text(&c(Some(26.74), Some(23.41))),
+            "server 26.7 µs (request threads 23.4), "
+        );
+        assert_eq!(server_text(&c(Some(17.5), None)), "server 17.5 µs, ");
+        assert_eq!(server_text(&c(None, None)), "");
     }
 
     #[test]
