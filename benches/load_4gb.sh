@@ -3,7 +3,7 @@
 # (benches/README.md, "The figures": the load's stalls, tail and memory; reads as data grows).
 #
 #   benches/load_4gb.sh [--rows N] [--value-size B] [--read-secs S] [--out DIR] [--no-build]
-#                       [--kura BIN]
+#                       [--kura BIN] [--also W,W..]
 #
 # (`--kura` measures another build of the server, for A/B runs; kura-load is this tree's. A
 # wrapper script given there should `exec` the server, whose CPU the reads count.)
@@ -27,6 +27,8 @@
 # both printed), and the segments per region as the read right after the load ended; then the
 # CPU each read's GETs cost the server, kura-load and the rest of the machine (kura-load's
 # `cpu` figures: kernel threads and other tenants show in the rest).
+# --also W,W..: other kura-load workloads (`multi-get`, `scan10`, ...) read the same way once
+# settled and on 10,000 rows before and after; a second table gives their ratios (no target).
 # Per-second charts: DIR/load/chart.svg, DIR/read/chart.svg and DIR/settled/chart.svg. Needs
 # about twice N x B of free disk under DIR while it runs (the data directory is removed at the
 # end). Exit 2 when a run could not be made, 1 when a target was missed.
@@ -38,6 +40,7 @@ read_secs=30
 out=""
 build=1
 other_kura=""
+also=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --rows) rows="$2"; shift ;;
@@ -46,7 +49,8 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift ;;
     --no-build) build=0 ;;
     --kura) other_kura="$2"; shift ;;
-    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    --also) also="${2//,/ }"; shift ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "load_4gb.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -67,13 +71,18 @@ addr="127.0.0.1:$(free_port)"
 server_pid=""
 sampler_pid=""
 # 10,000 rows of $value bytes on a server of their own, read as the loaded rows are; reported
-# in $out/$1.
+# in $out/$1 (and each --also workload's in $out/$1-W).
 read_small() {
-    if ! "$load" --spawn-server "$kura" --no-baseline -w random-read --rows 10000 --value-size "$value" \
-        -d "${read_secs}s" --quiet --out "$out/$1" >"$out/$1.txt" 2>&1; then
-        echo "load_4gb.sh: the read of 10,000 rows failed (see $out/$1.txt)" >&2
-        exit 2
-    fi
+    local w name
+    for w in random-read $also; do
+        name=$1
+        [ "$w" = random-read ] || name="$1-$w"
+        if ! "$load" --spawn-server "$kura" --no-baseline -w "$w" --rows 10000 --value-size "$value" \
+            -d "${read_secs}s" --quiet --out "$out/$name" >"$out/$name.txt" 2>&1; then
+            echo "load_4gb.sh: the $w read of 10,000 rows failed (see $out/$name.txt)" >&2
+            exit 2
+        fi
+    done
 }
 cleanup() {
     if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null || true; fi
@@ -107,10 +116,10 @@ if ! "$load" --target "$addr" --server-pid "$server_pid" --no-baseline -w random
     echo "load_4gb.sh: the load failed (see $out/load.txt)" >&2
     exit 2
 fi
-# One-cell GETs of the loaded rows for $read_secs seconds, reported in $out/$1; $2 names the
-# read in an error.
+# Reads of the loaded rows for $read_secs seconds (one-cell GETs, or workload $3), reported in
+# $out/$1; $2 names the read in an error.
 read_loaded() {
-    if ! "$load" --target "$addr" --server-pid "$server_pid" --no-baseline --no-load -w random-read --rows "$rows" \
+    if ! "$load" --target "$addr" --server-pid "$server_pid" --no-baseline --no-load -w "${3:-random-read}" --rows "$rows" \
         --value-size "$value" -d "${read_secs}s" --quiet --out "$out/$1" >"$out/$1.txt" 2>&1; then
         echo "load_4gb.sh: the read $2 failed (see $out/$1.txt)" >&2
         exit 2
@@ -137,15 +146,19 @@ if [ -z "$settled" ]; then
     exit 2
 fi
 read_loaded settled "once the compactions were done"
+for w in $also; do
+    read_loaded "settled-$w" "$w once the compactions were done" "$w"
+done
 cleanup
 server_pid=""
 sampler_pid=""
 
 read_small small-after
 
-python3 - "$out" "$memtable_mb" "$rows" "$value" <<'EOF'
+python3 - "$out" "$memtable_mb" "$rows" "$value" $also <<'EOF'
 import json, sys
 out, memtable_mb, rows, value = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+also = sys.argv[5:]
 def phase_of(name, which):
     r = json.load(open(f"{out}/{name}/result.json"))
     return next(p for p in r["phases"] if p["name"] == which)
@@ -199,6 +212,16 @@ print("| figure | value | target | met |")
 print("|---|---|---|---|")
 for name, got, want, ok in checks:
     print(f"| {name} | {got} | {want} | {'yes' if ok else '**no**'} |")
+if also:
+    print()
+    print("| other reads once settled (no target) | ops/s | on 10,000 rows (before, after) | ratio | server CPU per op, settled / 10,000 rows |")
+    print("|---|---|---|---|---|")
+    for w in also:
+        got = phase(f"settled-{w}", "run")
+        b, a = (phase(f"{n}-{w}", "run")["ok_throughput"] for n in ("small-before", "small-after"))
+        cpu = [(phase_of(n, "run").get("cpu") or {}).get("server_us") for n in (f"settled-{w}", f"small-before-{w}", f"small-after-{w}")]
+        cpu_text = " / ".join("-" if c is None else f"{c:.1f} µs" for c in (cpu[0], None if None in cpu[1:] else (cpu[1] + cpu[2]) / 2))
+        print(f"| {w} | {got['ok_throughput'] / 1000:.1f}k | {b / 1000:.1f}k, {a / 1000:.1f}k | {got['ok_throughput'] / ((a + b) / 2):.2f} | {cpu_text} |")
 print()
 print(f"charts: {out}/load/chart.svg, {out}/read/chart.svg, {out}/settled/chart.svg")
 sys.exit(0 if all(ok for *_, ok in checks) else 1)
