@@ -49,7 +49,10 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift ;;
     --no-build) build=0 ;;
     --kura) other_kura="$2"; shift ;;
-    --also) also="${2//,/ }"; shift ;;
+    --also)
+        also="${2//,/ }"
+        case " $also " in *" random-read "*) echo "load_4gb.sh: --also: random-read is always read" >&2; exit 2 ;; esac
+        shift ;;
     -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "load_4gb.sh: unknown argument $1" >&2; exit 2 ;;
     esac
