@@ -304,39 +304,62 @@ mod tests {
         }
     }
 
-    /// A thread named with the prefix is counted and spinning raises its figure; the process's
-    /// other threads are not.
+    /// A thread named with the prefix is counted and spinning raises its figure; the CPU the
+    /// process's other threads spend is not counted.
     #[test]
     fn the_threads_of_a_name_are_read_apart_from_the_others() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::{Duration, Instant};
         let me = std::process::id();
         if !cfg!(target_os = "linux") {
             assert_eq!(threads_cpu_secs(me, "kura-test-spin"), None);
             return;
         }
         assert_eq!(threads_cpu_secs(me, "kura-test-spin"), Some(0.0));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop, exit) = (
+            std::sync::Arc::new(AtomicBool::new(false)),
+            std::sync::mpsc::channel::<()>(),
+        );
         let spin = {
             let stop = stop.clone();
+            let exit = exit.1;
             std::thread::Builder::new()
                 .name("kura-test-spin".into())
                 .spawn(move || {
                     let mut x = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    while !stop.load(Ordering::Relaxed) {
                         x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
                     }
+                    // Alive but idle until told to end: its figure must stay put.
+                    let _ = exit.recv();
                 })
                 .unwrap()
         };
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let give_up = Instant::now() + Duration::from_secs(20);
         while threads_cpu_secs(me, "kura-test-spin").unwrap() == 0.0 {
-            assert!(
-                std::time::Instant::now() < give_up,
-                "the thread's CPU never advanced"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(Instant::now() < give_up, "the thread's CPU never advanced");
+            std::thread::sleep(Duration::from_millis(5));
         }
+        stop.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        let named = threads_cpu_secs(me, "kura-test-spin").unwrap();
+        // This thread spins now, for five clock ticks of the process's CPU at least.
+        let process = process_cpu_secs(me).unwrap();
+        let tick = 1.0 / clock_ticks_per_second().unwrap() as f64;
+        let mut x = 0u64;
+        while process_cpu_secs(me).unwrap() < process + 5.0 * tick {
+            assert!(Instant::now() < give_up, "this thread's CPU never advanced");
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+            }
+        }
+        assert_eq!(
+            threads_cpu_secs(me, "kura-test-spin"),
+            Some(named),
+            "another thread's CPU is not counted under the name"
+        );
         assert_eq!(threads_cpu_secs(me, "kura-test-nobody"), Some(0.0));
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = exit.0.send(());
         spin.join().unwrap();
     }
 
