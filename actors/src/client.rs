@@ -59,13 +59,15 @@ pub struct KuraConfig {
     /// Client requests a region may have in flight (queued or being served); past it a request
     /// answers `Overloaded` at once (the server's `--region-in-flight`).
     pub in_flight_limit: usize,
-    /// In `sync` durability, fsync the regions' logs on the server's log-sync threads (one per
-    /// region up to 16, or two per core on a larger machine), so that a region serves reads of
-    /// other rows during the fsync (reads of the rows being written wait for it). Off by
+    /// In `sync` durability, fsync the regions' logs on the server's log-sync threads
+    /// (`sync_threads`), so that a region serves reads of other rows during the fsync (reads of the rows being written wait for it). Off by
     /// default: on a machine whose fsync takes a fraction of a millisecond it costs throughput
     /// (more thread wake-ups) for no gain in tail latency; it pays where an fsync takes
     /// milliseconds.
     pub sync_thread: bool,
+    /// How many log-sync threads `sync_thread` starts; 0 = one per core. Regions share them in
+    /// turn (`background::SyncPool`).
+    pub sync_threads: usize,
     /// Pin arbiter `i` to CPU `i` (modulo the CPUs this process may use), one region thread
     /// per core as thread-per-core servers do. Unpinned, the kernel's wake-affine scheduling
     /// tends to pull two arbiters that keep waking each other onto one CPU, where they run no
@@ -94,6 +96,7 @@ impl std::fmt::Debug for KuraConfig {
             .field("split_threshold", &self.split_threshold)
             .field("in_flight_limit", &self.in_flight_limit)
             .field("sync_thread", &self.sync_thread)
+            .field("sync_threads", &self.sync_threads)
             .field("pin_arbiters", &self.pin_arbiters)
             .field("file_system", &self.file_system.as_ref().map(|_| "custom"))
             .finish()
@@ -119,6 +122,7 @@ impl KuraConfig {
             split_threshold: Some(1 << 30),
             in_flight_limit: 1024,
             sync_thread: false,
+            sync_threads: 0,
             pin_arbiters: false,
             file_system: None,
         }
@@ -205,7 +209,7 @@ impl Reroute {
 fn start_sync_pool(config: &KuraConfig) -> Option<Arc<crate::background::SyncPool>> {
     (config.durability == Durability::Sync && config.sync_thread).then(|| {
         Arc::new(crate::background::SyncPool::new(
-            crate::background::sync_threads(),
+            crate::background::sync_threads(config.sync_threads),
         ))
     })
 }

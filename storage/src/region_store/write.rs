@@ -33,6 +33,12 @@ impl LogSync {
         self.handle.sync().map_err(|e| Error::io(&self.path, e))?;
         Ok(started.elapsed())
     }
+
+    /// Start the log's writeback without waiting (best effort: [`LogSync::run`] still makes
+    /// it durable and reports any error), for a thread about to fsync several logs in turn.
+    pub fn start_writeback(&self) {
+        let _ = self.handle.start_writeback();
+    }
 }
 
 impl RegionStore {
