@@ -60,10 +60,10 @@ pub struct KuraConfig {
     /// answers `Overloaded` at once (the server's `--region-in-flight`).
     pub in_flight_limit: usize,
     /// In `sync` durability, fsync the regions' logs on the server's log-sync threads
-    /// (`sync_threads`), so that a region serves reads of other rows during the fsync (reads of the rows being written wait for it). Off by
-    /// default: on a machine whose fsync takes a fraction of a millisecond it costs throughput
-    /// (more thread wake-ups) for no gain in tail latency; it pays where an fsync takes
-    /// milliseconds.
+    /// (`sync_threads`), so that a region serves reads of other rows during the fsync (reads
+    /// of the rows being written wait for it). Off by default: on a machine whose fsync takes a
+    /// fraction of a millisecond it costs throughput (more thread wake-ups) for no gain in tail
+    /// latency; it pays where an fsync takes milliseconds.
     pub sync_thread: bool,
     /// How many log-sync threads `sync_thread` starts; 0 = one per core. Regions share them in
     /// turn (`background::SyncPool`).
