@@ -130,12 +130,13 @@ pub struct Config {
     #[arg(long, env = "KURA_SYNC_THREAD", action = clap::ArgAction::Set)]
     pub sync_thread: Option<bool>,
 
-    /// How many log-sync threads `--sync-thread` starts (0 = one per core). The regions share
+    /// The most log-sync threads `--sync-thread` starts (0 = one per core). The regions share
     /// them in turn, each thread fsyncing its regions' logs one after the other: a thread that
     /// has work queued takes the next fsync without sleeping, where one thread per region is
-    /// woken for each, and starts the writeback of every log queued first, so that the disk
-    /// writes them together. Raise it on a disk whose fsyncs take milliseconds and run in parallel
-    /// (network block storage), so that regions do not wait for each other's fsyncs.
+    /// woken for each, and starts the writeback of the other logs queued before it fsyncs the
+    /// first, so that the disk writes them together. Raise it on a disk whose fsyncs take
+    /// milliseconds and run in parallel (network block storage), so that regions do not wait
+    /// for each other's fsyncs.
     #[arg(long, env = "KURA_SYNC_THREADS", default_value_t = 0,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
     pub sync_threads: usize,

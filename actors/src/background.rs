@@ -358,16 +358,17 @@ impl SyncLane {
     }
 }
 
-/// The log-sync threads a server starts for `asked` (`KuraConfig::sync_threads`): that many,
-/// or one per core for 0.
+/// The most log-sync threads a server starts for `asked` (`KuraConfig::sync_threads`): that
+/// many, or one per core for 0. They start as regions ask for lanes.
 ///
 /// One per core, not one per region: a region's commit hands its fsync to its lane's thread,
 /// and a thread that still has fsyncs queued takes the next without sleeping, where a thread
 /// of its own per region sleeps between its region's fsyncs and is woken for each: on 2 cores
-/// with 8 regions, that cost the request threads 10 µs more of system time per synced write
-/// (benches/README.md, the log-sync threads row). A thread with several logs queued starts
-/// the writeback of all of them before it waits on the first, so that the disk still writes
-/// them at once, as it did from a thread each (a 4 GB load of 100-row batches, each touching
+/// with 8 regions, that cost the server 10 µs more of CPU per synced write, 4 µs of it the
+/// request threads' system time (benches/README.md, the log-sync threads row). A thread with
+/// several logs queued starts the writeback of all but the first (which it fsyncs at once)
+/// before it waits on each, so that the disk still writes them at once, as it did from a
+/// thread each (a 4 GB load of 100-row batches, each touching
 /// every region, lost 3–11% of its rate without it).
 pub(crate) fn sync_threads(asked: usize) -> usize {
     match asked {

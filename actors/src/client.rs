@@ -65,7 +65,7 @@ pub struct KuraConfig {
     /// fraction of a millisecond it costs throughput (more thread wake-ups) for no gain in tail
     /// latency; it pays where an fsync takes milliseconds.
     pub sync_thread: bool,
-    /// How many log-sync threads `sync_thread` starts; 0 = one per core. Regions share them in
+    /// The most log-sync threads `sync_thread` starts; 0 = one per core. Regions share them in
     /// turn (`background::SyncPool`).
     pub sync_threads: usize,
     /// Pin arbiter `i` to CPU `i` (modulo the CPUs this process may use), one region thread

@@ -87,8 +87,8 @@ pub trait SyncHandle: Send + Sync {
     /// fsync: make every byte written to the file before this call durable.
     fn sync(&self) -> io::Result<()>;
     /// Start writing the file's dirty pages to the disk without waiting for them (a hint:
-    /// `sync` alone makes them durable). A thread with several files to fsync starts them all,
-    /// so the disk writes them at once, before it waits on each in turn.
+    /// `sync` alone makes them durable). A thread with several files to fsync starts the
+    /// others' while it fsyncs the first, so the disk writes them at once.
     fn start_writeback(&self) -> io::Result<()> {
         Ok(())
     }

@@ -41,7 +41,8 @@ pub(crate) const SEGMENT_MAGIC: [u8; 7] = *b"KURASEG";
 const HEADER_LEN: usize = 8;
 const FOOTER_LEN: usize = 64;
 const ENTRY_HEADER: usize = 31;
-/// Every this many entries of a block, its offset is remembered for binary search.
+/// The 16th entry after a block's last restart point is one too (its offset remembered for
+/// binary search).
 const RESTART_INTERVAL: usize = 16;
 /// An entry this many bytes or more past the last remembered one is remembered too: a seek's
 /// walk from a restart point then reads at most about this much of a block (two entries of
@@ -501,8 +502,9 @@ impl LastRowIndex {
     }
 }
 
-/// A block's restart points, found at its first use: the offsets of every `RESTART_INTERVAL`-th
-/// entry and of every entry `RESTART_BYTES` past the last one, and with each a 4-byte key of
+/// A block's restart points, found at its first use: the offsets of its first entry, of the
+/// `RESTART_INTERVAL`-th entry after each restart point and of every entry `RESTART_BYTES`
+/// past the last one, and with each a 4-byte key of
 /// its row, so that a seek picks its restart point from this array instead of reading entries
 /// of the block to choose: after a 4 GB load, a GET's seek spent 12% of the server's samples
 /// loading entry headers from memory one after the other, the block's first entry (the only
@@ -535,17 +537,16 @@ impl Restarts {
         u32::from_be_bytes(b)
     }
 
-    /// How many restart points hold a row below `row` (invariant 2 must hold for `row`).
+    /// How many restart points hold a row below `row` (invariant 2 must hold for `row`): those
+    /// whose keys are below its key, then, among those whose keys equal it (rows that share
+    /// more than 4 bytes past `shared`: URLs, composite keys), a binary search by whole rows.
     fn below(&self, data: &[u8], row: &[u8]) -> usize {
         let (offsets, keys) = self.points.split_at(self.points.len() / 2);
         let k = Self::key(row, self.shared as usize);
-        let mut p = keys.partition_point(|&x| x < k);
-        while keys.get(p) == Some(&k)
-            && decode_entry(data, offsets[p] as usize).is_some_and(|(e, _)| e.row < row)
-        {
-            p += 1;
-        }
-        p
+        let lo = keys.partition_point(|&x| x < k);
+        let tied = keys[lo..].partition_point(|&x| x == k);
+        lo + offsets[lo..lo + tied]
+            .partition_point(|&o| decode_entry(data, o as usize).is_some_and(|(e, _)| e.row < row))
     }
 }
 
@@ -829,8 +830,19 @@ impl Segment {
         };
         let (mut offsets, mut keys) = (Vec::new(), Vec::new());
         let (mut pos, mut since) = (0usize, 0usize);
+        // The restart keys trust the index's last rows to bound the block's (invariant 2):
+        // rows ascend from the block before's last row to this block's.
+        let mut prev_row = i.checked_sub(1).map(|b| self.last_row(b));
         while pos < data.len() {
             let (e, next) = decode_entry(data, pos).ok_or_else(|| self.bad_entry(i, pos))?;
+            if prev_row.is_some_and(|r| e.row < r) {
+                return Err(Error::Corruption {
+                    file: self.path.clone(),
+                    offset: (h.offset + pos) as u64,
+                    reason: format!("block {i}: a row sorts before the row ahead of it"),
+                });
+            }
+            prev_row = Some(e.row);
             let last = offsets.last().map_or(0, |&o| o as usize);
             if offsets.is_empty() || since == RESTART_INTERVAL || pos - last >= RESTART_BYTES {
                 offsets.push(pos as u32);
@@ -839,6 +851,13 @@ impl Segment {
             }
             since += 1;
             pos = next;
+        }
+        if prev_row != Some(self.last_row(i)) {
+            return Err(Error::Corruption {
+                file: self.path.clone(),
+                offset: h.offset as u64,
+                reason: format!("block {i} does not end with the last row its index names"),
+            });
         }
         offsets.extend(keys);
         let r = self.file.restarts[i].get_or_init(|| Restarts {
@@ -1150,12 +1169,16 @@ mod tests {
         #[test]
         fn a_seek_finds_the_rows_around_any_row_as_a_sorted_search_does(
             shared in proptest::collection::vec(0u8..3, 0..8),
-            tails in proptest::collection::btree_set(proptest::collection::vec(0u8..3, 0..10), 1..120),
+            tails in proptest::collection::btree_set(
+                proptest::collection::vec(0u8..3, 0..10),
+                1..120,
+            ),
             sizes in proptest::collection::vec(0usize..3000, 1..16),
             cells in proptest::collection::vec(1u8..4, 1..16),
             probes in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..12), 1..30),
         ) {
-            let rows: Vec<Vec<u8>> = tails.iter().map(|t| [shared.as_slice(), t].concat()).collect();
+            let rows: Vec<Vec<u8>> =
+                tails.iter().map(|t| [shared.as_slice(), t].concat()).collect();
             let fs = SimFs::new();
             let path = Path::new("/s/1.seg");
             let mut w = SegmentWriter::create(&fs, path, 10).unwrap();
@@ -1164,17 +1187,24 @@ mod tests {
                 for q in 0..cells[i % cells.len()] {
                     let value = vec![q; sizes[(i + q as usize) % sizes.len()]];
                     seq += 1;
-                    w.add(&Entry { row, qualifier: Some(&[q]), value: &value, ..put(b"", seq, b"") })
-                        .unwrap();
+                    let e = Entry {
+                        row,
+                        qualifier: Some(&[q]),
+                        value: &value,
+                        ..put(b"", seq, b"")
+                    };
+                    w.add(&e).unwrap();
                 }
             }
             w.finish().unwrap();
             let seg = Segment::open(&fs, path, 1).unwrap();
             let with_shared = probes.iter().map(|p| [shared.as_slice(), p].concat());
-            for probe in probes.iter().cloned().chain(with_shared).chain(rows.iter().cloned()) {
+            let all = probes.iter().cloned().chain(with_shared).chain(rows.iter().cloned());
+            for probe in all {
                 let at = rows.partition_point(|r| *r < probe);
                 let first = seg.iter_from(Some(&probe)).unwrap().next_entry().unwrap();
-                proptest::prop_assert_eq!(first.map(|e| e.row.to_vec()), rows.get(at).cloned(), "{:?}", probe);
+                let first = first.map(|e| e.row.to_vec());
+                proptest::prop_assert_eq!(first, rows.get(at).cloned(), "{:?}", probe);
                 let before = seg.last_row_before(Some(&probe)).unwrap();
                 let expected = at.checked_sub(1).map(|b| rows[b].as_slice());
                 proptest::prop_assert_eq!(before, expected, "{:?}", probe);
@@ -1221,6 +1251,40 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 3000);
+    }
+
+    /// A block whose rows do not end with the last row its index names (the CRCs made to
+    /// match, as a writer's bug would leave them) is corruption at its first read: the restart
+    /// points' keys trust that row, and a seek must not go wrong on it quietly.
+    #[test]
+    fn a_block_that_does_not_end_with_its_index_row_is_corruption() {
+        let fs = SimFs::new();
+        let path = Path::new("/s/1.seg");
+        three_thousand_rows(&fs, path);
+        let h = &Segment::open(&fs, path, 1).unwrap().file.blocks[0];
+        let last_byte = h.row_at + h.row_len as usize - 1;
+        let mut bytes = fs.read_file(path).unwrap();
+        // One byte up: a row past the block's own last row, still below the next block's.
+        bytes[last_byte] += 1;
+        let f_at = bytes.len() - FOOTER_LEN;
+        let index_at = u64_at(&bytes, f_at).unwrap() as usize;
+        let index_len = u64_at(&bytes, f_at + 8).unwrap() as usize;
+        let index_crc = crc32fast::hash(&bytes[index_at..index_at + index_len]);
+        bytes[f_at + 16..f_at + 20].copy_from_slice(&index_crc.to_le_bytes());
+        let footer_crc = crc32fast::hash(&bytes[f_at..f_at + 48]);
+        bytes[f_at + 48..f_at + 52].copy_from_slice(&footer_crc.to_le_bytes());
+        fs.write_file(path, &bytes).unwrap();
+
+        let seg = Segment::open(&fs, path, 1).unwrap();
+        match seg.iter_from(Some(b"row00001")) {
+            Err(Error::Corruption { reason, .. }) => {
+                assert!(
+                    reason.contains("does not end with the last row"),
+                    "{reason}"
+                )
+            }
+            other => panic!("expected corruption, got {:?}", other.map(|_| ())),
+        }
     }
 
     /// Every name of one segment file (the same path again, a hard link: a split's reference
