@@ -439,7 +439,7 @@ impl LastRowIndex {
         let (Some(first), Some(last)) = (rows.clone().next(), rows.clone().last()) else {
             return LastRowIndex::default();
         };
-        let shared_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let shared_len = shared_prefix(first, last);
         let shared: Box<[u8]> = first[..shared_len].into();
         let keys: Box<[u64]> = rows
             .map(|r| Self::key(&r[shared_len.min(r.len())..]))
@@ -469,6 +469,7 @@ impl LastRowIndex {
         }
     }
 
+    /// The first 8 bytes of `rest`, big-endian, zero-padded.
     fn key(rest: &[u8]) -> u64 {
         let mut b = [0u8; 8];
         let n = rest.len().min(8);
@@ -502,6 +503,11 @@ impl LastRowIndex {
     }
 }
 
+/// The length of the prefix `a` and `b` begin with.
+fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// A block's restart points, found at its first use: the offsets of its first entry, of the
 /// `RESTART_INTERVAL`-th entry after each restart point and of every entry `RESTART_BYTES`
 /// past the last one, and with each a 4-byte key of
@@ -530,11 +536,8 @@ impl Restarts {
     }
 
     fn key(row: &[u8], shared: usize) -> u32 {
-        let rest = row.get(shared..).unwrap_or_default();
-        let mut b = [0u8; 4];
-        let n = rest.len().min(4);
-        b[..n].copy_from_slice(&rest[..n]);
-        u32::from_be_bytes(b)
+        // The first 4 of the 8 bytes [`LastRowIndex`] keys rows by.
+        (LastRowIndex::key(row.get(shared..).unwrap_or_default()) >> 32) as u32
     }
 
     /// How many restart points hold a row below `row` (invariant 2 must hold for `row`): those
@@ -821,18 +824,12 @@ impl Segment {
                 reason: format!("block {i} checksum mismatch"),
             });
         }
-        let shared = match i.checked_sub(1) {
-            None => 0,
-            Some(before) => {
-                let (a, b) = (self.last_row(before), self.last_row(i));
-                a.iter().zip(b).take_while(|(x, y)| x == y).count()
-            }
-        };
-        let (mut offsets, mut keys) = (Vec::new(), Vec::new());
-        let (mut pos, mut since) = (0usize, 0usize);
         // The restart keys trust the index's last rows to bound the block's (invariant 2):
         // rows ascend from the block before's last row to this block's.
         let mut prev_row = i.checked_sub(1).map(|b| self.last_row(b));
+        let shared = prev_row.map_or(0, |before| shared_prefix(before, self.last_row(i)));
+        let (mut offsets, mut keys) = (Vec::new(), Vec::new());
+        let (mut pos, mut since) = (0usize, 0usize);
         while pos < data.len() {
             let (e, next) = decode_entry(data, pos).ok_or_else(|| self.bad_entry(i, pos))?;
             if prev_row.is_some_and(|r| e.row < r) {
